@@ -1,0 +1,21 @@
+"""MXNet symbol builders: backbones with declared stages and detector factories."""
+from .backbone import Backbone, StageSpec
+from .inception_v3 import InceptionV3
+from .mobilenetv2 import MobileNetV2
+from .resnet import ResNetV1b
+
+BACKBONES = {
+    "resnet50": lambda: ResNetV1b(50),
+    "resnet101": lambda: ResNetV1b(101),
+    "mobilenetv2": MobileNetV2,
+    "inceptionv3": InceptionV3,
+}
+
+
+def get_backbone(name):
+    """Instantiate a registered backbone by name."""
+    try:
+        return BACKBONES[name]()
+    except KeyError:
+        raise KeyError("unknown backbone %r; known backbones: %s"
+                       % (name, ", ".join(sorted(BACKBONES)))) from None

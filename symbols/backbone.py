@@ -1,0 +1,70 @@
+"""The interface every backbone implements.
+
+A backbone declares its stage outputs by name with stride and channels, the
+way Detectron2's ``Backbone.output_shape()`` does; detector configs refer to
+those names (or to any explicitly named internal layer), never to generated
+ones.
+"""
+from dataclasses import dataclass
+
+import mxnet as mx
+
+from .layers import StrictNameManager, classifier_head
+
+
+@dataclass(frozen=True)
+class StageSpec:
+    """One declared backbone output: ``layer`` is the operator that produces it."""
+    name: str
+    layer: str
+    stride: int
+    channels: int
+
+
+class Backbone:
+    """Base class: subclasses set ``name``, ``gluoncv_name``, ``classifier_size``
+    and implement ``stages()``, ``_body(data)`` and ``gluoncv_param_map()``."""
+
+    name = None
+    gluoncv_name = None
+    classifier_size = 224
+
+    def stages(self):
+        """Declared stage outputs, shallowest first, as a list of :class:`StageSpec`."""
+        raise NotImplementedError
+
+    def _body(self, data):
+        """Build the convolutional body on ``data`` and return the deepest stage output."""
+        raise NotImplementedError
+
+    def gluoncv_param_map(self):
+        """Map from our parameter names to the keys of GluonCV's ``save_parameters`` file."""
+        raise NotImplementedError
+
+    def output_shape(self):
+        """Declared stage outputs by name."""
+        return {spec.name: spec for spec in self.stages()}
+
+    def body(self, data=None):
+        """The convolutional body (no classifier) as a symbol ending at the deepest stage."""
+        with StrictNameManager():
+            if data is None:
+                data = mx.sym.Variable("data")
+            return self._body(data)
+
+    def classifier(self, num_classes=1000):
+        """The ImageNet classifier: body, global pooling and a fully connected layer."""
+        with StrictNameManager():
+            return classifier_head(self._body(mx.sym.Variable("data")), "fc", num_classes)
+
+
+GLUON_BN_PARAMS = (("gamma", "gamma"), ("beta", "beta"),
+                   ("moving_mean", "running_mean"), ("moving_var", "running_var"))
+
+
+def map_conv_bn(mapping, ours, theirs_conv, theirs_bn):
+    """Add the entries for one of our ``conv_bn`` layers (conv ``ours``, norm ``ours_bn``)
+    given the Gluon paths of the matching convolution and batch norm."""
+    mapping[ours + "_weight"] = theirs_conv + ".weight"
+    for ours_suffix, theirs_suffix in GLUON_BN_PARAMS:
+        mapping[ours + "_bn_" + ours_suffix] = theirs_bn + "." + theirs_suffix

@@ -1,0 +1,145 @@
+"""SSD: multi-scale features, anchors, heads, and the training and inference graphs.
+
+One code path serves every backbone: a resolved config (see ``zoo.config``)
+names the backbone layers to tap (already resolved to layer names) and the
+extra layers to add; everything else is data.
+"""
+import mxnet as mx
+
+from .layers import StrictNameManager, conv, conv_bn, relu
+
+
+def multi_scale_features(body, from_layers, num_filters, strides, pads, use_bn=True):
+    """Feature maps for the heads: backbone layers where ``from_layers`` names one,
+    and extra stride-``s`` blocks (1x1 reduce, 3x3 conv) where it is empty."""
+    internals = body.get_internals()
+    features = []
+    for i, (layer, filters, stride, pad) in enumerate(zip(from_layers, num_filters, strides, pads)):
+        if layer:
+            feature = internals[layer + "_output"]
+            if filters > 0:
+                feature = _conv_act(feature, "feat%d_reduce" % i, filters, 1, 1, 0, use_bn)
+        else:
+            feature = _conv_act(features[-1], "extra%d_conv1" % i, filters // 2, 1, 1, 0, use_bn)
+            feature = _conv_act(feature, "extra%d_conv2" % i, filters, 3, stride, pad, use_bn)
+        features.append(feature)
+    return features
+
+
+def _conv_act(data, name, channels, kernel, stride, pad, use_bn):
+    if use_bn:
+        return conv_bn(data, name, channels, kernel, stride, pad)
+    return relu(conv(data, name, channels, kernel, stride, pad, bias=True), name + "_relu")
+
+
+def l2_normalize(features, normalizations, channels):
+    """Scale-learned L2 normalisation (as on VGG's conv4_3) where the entry is > 0."""
+    out = []
+    for i, (feature, scale, width) in enumerate(zip(features, normalizations, channels)):
+        if scale > 0:
+            feature = mx.sym.L2Normalization(feature, mode="channel", name="feat%d_l2norm" % i)
+            gamma = mx.sym.Variable("feat%d_scale" % i, shape=(1, width, 1, 1),
+                                    init=mx.init.Constant(scale))
+            feature = mx.sym.broadcast_mul(gamma, feature, name="feat%d_scaled" % i)
+        out.append(feature)
+    return out
+
+
+def num_anchors(sizes, ratios):
+    """Anchors per location of ``MultiBoxPrior``: every size at ratio 1, every other ratio."""
+    return len(sizes) + len(ratios) - 1
+
+
+def anchors(features, sizes, ratios, steps):
+    """``(1, N, 4)`` anchors, corner format normalised to [0, 1]; ``steps`` in [0, 1] or -1."""
+    per_layer = []
+    for i, (feature, size, ratio, step) in enumerate(zip(features, sizes, ratios, steps)):
+        prior = mx.sym.contrib.MultiBoxPrior(feature, sizes=tuple(size), ratios=tuple(ratio),
+                                             clip=False, steps=(step, step), offsets=(0.5, 0.5),
+                                             name="head%d_anchors" % i)
+        per_layer.append(mx.sym.Flatten(prior, name="head%d_anchors_flat" % i))
+    flat = mx.sym.concat(*per_layer, dim=1, name="anchors_concat")
+    return mx.sym.Reshape(flat, shape=(0, -1, 4), name="anchors")
+
+
+def _head(features, name, outputs_per_anchor, counts):
+    """3x3 convolution per feature map, flattened to (B, sum(H*W*A*outputs)) in anchor order."""
+    flat = []
+    for i, (feature, count) in enumerate(zip(features, counts)):
+        pred = conv(feature, "head%d_%s" % (i, name), count * outputs_per_anchor, kernel=3,
+                    bias=True)
+        pred = mx.sym.transpose(pred, axes=(0, 2, 3, 1), name="head%d_%s_nhwc" % (i, name))
+        flat.append(mx.sym.Flatten(pred, name="head%d_%s_flat" % (i, name)))
+    return mx.sym.concat(*flat, dim=1, name="%s_concat" % name)
+
+
+def class_predictions(features, num_classes, counts):
+    """``(B, num_classes + 1, N)`` class scores (background is class 0)."""
+    flat = _head(features, "cls", num_classes + 1, counts)
+    scores = mx.sym.Reshape(flat, shape=(0, -1, num_classes + 1), name="cls_preds_nac")
+    return mx.sym.transpose(scores, axes=(0, 2, 1), name="cls_preds")
+
+
+def box_predictions(features, counts):
+    """``(B, N * 4)`` box offsets relative to the anchors."""
+    return _head(features, "loc", 4, counts)
+
+
+def predictions(backbone, config):
+    """Class scores, box offsets and anchors for a resolved SSD config."""
+    body = backbone.body()
+    features = multi_scale_features(body, config["feature_layers"], config["num_filters"],
+                                     config["strides"], config["pads"], config["extra_use_bn"])
+    features = l2_normalize(features, config["normalizations"], config["feature_channels"])
+    counts = [num_anchors(s, r) for s, r in zip(config["sizes"], config["ratios"])]
+    steps = [step / config["data_shape"] if step > 0 else -1.0 for step in config["steps"]]
+    return (class_predictions(features, config["num_classes"], counts),
+            box_predictions(features, counts),
+            anchors(features, config["sizes"], config["ratios"], steps))
+
+
+def _detections(cls_preds, loc_preds, prior, config, name):
+    cls_prob = mx.sym.softmax(cls_preds, axis=1, name=name + "_cls_prob")
+    return mx.sym.contrib.MultiBoxDetection(
+        cls_prob, loc_preds, prior, name=name, clip=True, threshold=0.01,
+        nms_threshold=config["nms_threshold"], force_suppress=config["force_suppress"],
+        variances=tuple(config["variances"]), nms_topk=config["nms_topk"])
+
+
+def inference_symbol(backbone, config):
+    """Detections ``(B, N, 6)``: class id (-1 for none), score, x1, y1, x2, y2 in [0, 1]."""
+    with StrictNameManager():
+        cls_preds, loc_preds, prior = predictions(backbone, config)
+        return _detections(cls_preds, loc_preds, prior, config, "detection")
+
+
+def training_symbol(backbone, config):
+    """Training graph on ``data`` and ``label`` ``(B, M, 5+)`` rows ``[cls, x1, y1, x2, y2, ...]``
+    padded with -1: softmax cross-entropy with 3:1 hard negative mining and smooth L1.
+
+    Outputs: class probabilities (loss), box loss, class targets and detections (for metrics).
+    """
+    with StrictNameManager():
+        cls_preds, loc_preds, prior = predictions(backbone, config)
+        label = mx.sym.Variable("label")
+        target = mx.sym.contrib.MultiBoxTarget(
+            prior, label, cls_preds, name="multibox_target",
+            overlap_threshold=config["overlap_threshold"], ignore_label=-1,
+            negative_mining_ratio=config["negative_mining_ratio"], minimum_negative_samples=0,
+            negative_mining_thresh=config["negative_mining_thresh"],
+            variances=tuple(config["variances"]))
+        loc_target, loc_mask, cls_target = target[0], target[1], target[2]
+        cls_prob = mx.sym.SoftmaxOutput(cls_preds, cls_target, name="cls_prob", ignore_label=-1,
+                                        use_ignore=True, multi_output=True,
+                                        normalization="valid")
+        loc_diff = mx.sym.elemwise_sub(loc_preds, loc_target, name="loc_diff")
+        loc_diff = mx.sym.elemwise_mul(loc_diff, loc_mask, name="loc_diff_masked")
+        loc_smooth = mx.sym.smooth_l1(loc_diff, scalar=1.0, name="loc_smooth_l1")
+        loc_loss = mx.sym.MakeLoss(loc_smooth, name="loc_loss", normalization="valid")
+        cls_label = mx.sym.MakeLoss(cls_target, name="cls_label", grad_scale=0)
+        detections = _detections(mx.sym.BlockGrad(cls_preds, name="cls_preds_nograd"),
+                                 mx.sym.BlockGrad(loc_preds, name="loc_preds_nograd"),
+                                 mx.sym.BlockGrad(prior, name="anchors_nograd"), config,
+                                 "train_detection")
+        det_out = mx.sym.MakeLoss(detections, name="det_out", grad_scale=0)
+        return mx.sym.Group([cls_prob, loc_loss, cls_label, det_out])

@@ -1,0 +1,28 @@
+import os
+
+os.environ.setdefault("MXNET_SUBGRAPH_VERBOSE", "0")
+
+import mxnet as mx  # noqa: E402
+import pytest  # noqa: E402
+
+import zoo  # noqa: E402
+
+BACKBONE_NAMES = ("resnet50", "resnet101", "mobilenetv2", "inceptionv3")
+
+
+@pytest.fixture(scope="session")
+def models():
+    """Every registered model at its smallest supported data shape, built once."""
+    built = {}
+    for name in zoo.list_models():
+        shape = zoo.get_config(name)["shapes"]
+        built[name] = zoo.get_model(name, data_shape=min(shape))
+    return built
+
+
+def forward(sym, arg_params, aux_params, **inputs):
+    """Run ``sym`` once in inference mode; returns the list of outputs as numpy arrays."""
+    args = dict(arg_params)
+    args.update({k: mx.nd.array(v) for k, v in inputs.items()})
+    executor = sym.bind(mx.cpu(), args, aux_states=dict(aux_params), grad_req="null")
+    return [out.asnumpy() for out in executor.forward(is_train=False)]

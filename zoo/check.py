@@ -1,0 +1,57 @@
+"""``python -m zoo check``: build and validate every registered model at every
+supported data shape and print one table row per build."""
+import argparse
+import os
+import sys
+
+from .config import load_config, resolve
+from .errors import ConfigError
+from .graph import effective_stride
+from .model import build_model
+from .registry import configs_dir, list_models
+
+COLUMNS = ("model", "shape", "trainable params", "params MB", "feature maps (HxW/stride)",
+           "anchors")
+
+
+def check_config(raw):
+    """Rows for every supported shape of one raw config; raises ConfigError on the first fault."""
+    rows = []
+    for shape in resolve(raw)["supported_shapes"]:
+        model = build_model(raw, data_shape=shape)
+        params = model.num_params()
+        maps = " ".join("%dx%d/%d" % (s[2], s[3], effective_stride(shape, s[2]))
+                        for s in model.feature_shapes())
+        rows.append((model.name, str(shape), "{:,}".format(params),
+                     "%.1f" % (params * 4 / 1e6), maps, "{:,}".format(model.num_anchors())))
+    return rows
+
+
+def format_table(rows):
+    widths = [max(len(str(r[i])) for r in [COLUMNS] + rows) for i in range(len(COLUMNS))]
+    lines = ["  ".join(str(v).ljust(w) for v, w in zip(row, widths)).rstrip()
+             for row in [COLUMNS] + rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(
+        prog="python -m zoo check",
+        description="Validate model configs against their backbone graphs and print a table.")
+    parser.add_argument("configs", nargs="*",
+                        help="YAML files to check (default: every registered model)")
+    args = parser.parse_args(argv)
+    paths = args.configs or [os.path.join(configs_dir(), n + ".yaml") for n in list_models()]
+    rows, failures = [], []
+    for path in paths:
+        try:
+            rows.extend(check_config(load_config(path)))
+        except (ConfigError, OSError) as err:
+            failures.append("FAIL %s" % err)
+    if rows:
+        print(format_table(rows))
+    for failure in failures:
+        print(failure, file=sys.stderr)
+    print("%d configs checked, %d failed" % (len(paths), len(failures)))
+    return 1 if failures else 0

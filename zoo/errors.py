@@ -1,0 +1,13 @@
+"""Exceptions raised by the zoo."""
+
+
+class ConfigError(ValueError):
+    """A model configuration is invalid; the message is one line naming model, field and value."""
+
+    def __init__(self, model, field, value, expected):
+        self.model, self.field, self.value, self.expected = model, field, value, expected
+        super().__init__("%s: %s = %r: %s" % (model, field, value, expected))
+
+
+class PretrainedNotFound(FileNotFoundError):
+    """A pretrained parameter file is not where the zoo looks for it."""
