@@ -13,9 +13,10 @@ $(STAMP): setup.cfg pyproject.toml
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(PY) -m zoo check
+	$(PY) tools/quickstart.py --output-dir output
 
-check: demo
+check: $(STAMP)
+	$(PY) -m zoo check
 
 test: $(STAMP)
 	$(PY) -m pytest -m "not slow" -q

@@ -21,17 +21,34 @@ class StrictNameManager(mx.name.NameManager):
         return name
 
 
-def conv(data, name, channels, kernel=1, stride=1, pad=None, groups=1, bias=False, dilate=1):
-    """2-D convolution named ``name``; ``pad`` defaults to 'same' for odd kernels."""
+def conv(data, name, channels, kernel=1, stride=1, pad=None, groups=1, bias=False, dilate=1,
+         weight_init=None):
+    """2-D convolution named ``name``; ``pad`` defaults to 'same' for odd kernels.
+
+    ``weight_init`` (an ``mx.init`` initializer) overrides the model-wide initializer
+    for this layer's weight, e.g. the small normal of prediction layers.
+    """
     kernel = (kernel, kernel) if isinstance(kernel, int) else tuple(kernel)
     stride = (stride, stride) if isinstance(stride, int) else tuple(stride)
     if pad is None:
         pad = tuple(dilate * (k // 2) for k in kernel)
     elif isinstance(pad, int):
         pad = (pad, pad)
+    extra = {"weight": weight_variable(name, weight_init)} if weight_init else {}
     return mx.sym.Convolution(data=data, name=name, num_filter=channels, kernel=kernel,
                               stride=stride, pad=tuple(pad), num_group=groups,
-                              dilate=(dilate, dilate), no_bias=not bias)
+                              dilate=(dilate, dilate), no_bias=not bias, **extra)
+
+
+def weight_variable(layer, init):
+    """The weight of ``layer`` carrying its own initializer."""
+    return mx.sym.Variable(layer + "_weight", init=init)
+
+
+def dense(data, name, units, weight_init=None):
+    """Fully connected layer with bias; ``weight_init`` as for :func:`conv`."""
+    extra = {"weight": weight_variable(name, weight_init)} if weight_init else {}
+    return mx.sym.FullyConnected(data=data, name=name, num_hidden=units, **extra)
 
 
 def batchnorm(data, name, eps=BN_EPS):

@@ -6,11 +6,10 @@ import sys
 
 from .config import load_config, resolve
 from .errors import ConfigError
-from .graph import effective_stride
 from .model import build_model
 from .registry import configs_dir, list_models
 
-COLUMNS = ("model", "shape", "trainable params", "params MB", "feature maps (HxW/stride)",
+COLUMNS = ("model", "input", "trainable params", "params MB", "feature maps (HxW/stride)",
            "anchors")
 
 
@@ -20,10 +19,10 @@ def check_config(raw):
     for shape in resolve(raw)["supported_shapes"]:
         model = build_model(raw, data_shape=shape)
         params = model.num_params()
-        maps = " ".join("%dx%d/%d" % (s[2], s[3], effective_stride(shape, s[2]))
-                        for s in model.feature_shapes())
-        rows.append((model.name, str(shape), "{:,}".format(params),
-                     "%.1f" % (params * 4 / 1e6), maps, "{:,}".format(model.num_anchors())))
+        maps, anchors = model.describe()
+        side = "x".join(str(s) for s in model.input_shapes()["data"][2:])
+        rows.append((model.name, side, "{:,}".format(params), "%.1f" % (params * 4 / 1e6), maps,
+                     "{:,}".format(anchors)))
     return rows
 
 

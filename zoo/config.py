@@ -9,32 +9,8 @@ import os
 
 import yaml
 
+from .detectors import ARCHITECTURES
 from .errors import ConfigError
-
-SSD_DEFAULTS = {
-    "num_classes": 20,
-    "class_names": None,
-    "data_shape": 512,
-    "steps": None,
-    "extra_use_bn": True,
-    "overlap_threshold": 0.5,
-    "negative_mining_ratio": 3.0,
-    "negative_mining_thresh": 0.5,
-    "variances": [0.1, 0.1, 0.2, 0.2],
-    "nms_threshold": 0.45,
-    "nms_topk": 400,
-    "force_suppress": False,
-    "mean_pixels": [123.68, 116.779, 103.939],
-    "std_pixels": [58.393, 57.12, 57.375],
-}
-
-DEFAULTS = {"ssd": SSD_DEFAULTS}
-
-REQUIRED = {
-    "ssd": ("backbone", "from_layers", "num_filters", "strides", "pads", "normalizations",
-            "sizes", "ratios"),
-}
-
 
 def load_config(path):
     """Read a model config from a YAML file; its name defaults to the file's stem.
@@ -76,13 +52,14 @@ def resolve(raw, overrides=None):
     config = copy.deepcopy(raw)
     name = config.get("name", "<unnamed>")
     arch = config.get("arch")
-    if arch not in DEFAULTS:
-        raise ConfigError(name, "arch", arch, "one of %s" % ", ".join(sorted(DEFAULTS)))
-    for field, value in DEFAULTS[arch].items():
+    if arch not in ARCHITECTURES:
+        raise ConfigError(name, "arch", arch, "one of %s" % ", ".join(sorted(ARCHITECTURES)))
+    defaults, required = ARCHITECTURES[arch].DEFAULTS, ARCHITECTURES[arch].REQUIRED
+    for field, value in defaults.items():
         config.setdefault(field, copy.deepcopy(value))
     shapes = config.pop("shapes", None) or {}
     overrides = dict(overrides or {})
-    unknown = sorted(set(overrides) - set(config) - set(REQUIRED[arch]) - {"name"})
+    unknown = sorted(set(overrides) - set(config) - set(required) - {"name"})
     if unknown:
         raise ConfigError(name, unknown[0], overrides[unknown[0]],
                           "a known config field (%s)" % ", ".join(sorted(config)))
@@ -95,7 +72,7 @@ def resolve(raw, overrides=None):
     config.update(copy.deepcopy(section))
     config.update(overrides)
     config["supported_shapes"] = sorted(shapes) or [config["data_shape"]]
-    missing = [field for field in REQUIRED[arch] if field not in config]
+    missing = [field for field in required if field not in config]
     if missing:
         raise ConfigError(name, missing[0], None, "a required field for arch %r" % arch)
     return config

@@ -11,3 +11,8 @@ class ConfigError(ValueError):
 
 class PretrainedNotFound(FileNotFoundError):
     """A pretrained parameter file is not where the zoo looks for it."""
+
+
+class DataError(ValueError):
+    """A dataset file is missing or malformed; the message is one line naming the file
+    (and line, where there is one) and what is wrong."""

@@ -9,12 +9,16 @@ layer at its resolution, otherwise the layers after it are silently dropped
 import json
 import math
 
+# Growing the input by a multiple of every stride grows each map by exactly
+# input growth / stride, whatever the padding; 512 covers strides up to 512.
+STRIDE_PROBE = 512
+
 
 class BackboneGraph:
     """Output shapes, topological order and trunk of a backbone body symbol."""
 
-    def __init__(self, body, data_shape):
-        self.data_shape = data_shape
+    def __init__(self, body, height, width=None):
+        self.data_shape = (height, width or height)
         graph = json.loads(body.tojson())
         nodes = graph["nodes"]
         self.order = []
@@ -27,12 +31,10 @@ class BackboneGraph:
                                    if n["op"] != "null" or n["name"] == "data"]
             self.order.append(node["name"])
         self.position = {name: i for i, name in enumerate(self.order)}
-        internals = body.get_internals()
-        _, out_shapes, _ = internals.infer_shape(data=(1, 3, data_shape, data_shape))
-        self.shapes = {}
-        for output, shape in zip(internals.list_outputs(), out_shapes):
-            if output.endswith("_output"):
-                self.shapes[output[:-len("_output")]] = tuple(shape)
+        self.shapes = output_shapes(body, self.data_shape)
+        larger = output_shapes(body, tuple(side + STRIDE_PROBE for side in self.data_shape))
+        self.strides = {name: STRIDE_PROBE // max(larger[name][2] - shape[2], 1)
+                        for name, shape in self.shapes.items() if len(shape) == 4}
         self.output = nodes[graph["heads"][0][0]]["name"]
         self.trunk = self._dominators(preds, self.output)
 
@@ -71,8 +73,8 @@ class BackboneGraph:
         return self.shapes[name][1]
 
     def stride(self, name):
-        """Nominal stride: the power of two closest to input size / output size."""
-        return effective_stride(self.data_shape, self.spatial(name)[0])
+        """The layer's true stride: input pixels per output pixel, measured from the graph."""
+        return self.strides[name]
 
     def deeper_at_same_resolution(self, name):
         """The deepest trunk layer after ``name`` with the same spatial size, or None."""
@@ -82,5 +84,15 @@ class BackboneGraph:
         return max(later, key=self.position.get) if later else None
 
 
+def output_shapes(body, data_shape):
+    """Output shape of every operator of ``body`` for a ``data_shape`` (H, W) input."""
+    internals = body.get_internals()
+    _, out_shapes, _ = internals.infer_shape(data=(1, 3) + tuple(data_shape))
+    return {output[:-len("_output")]: tuple(shape)
+            for output, shape in zip(internals.list_outputs(), out_shapes)
+            if output.endswith("_output")}
+
+
 def effective_stride(data_shape, size):
+    """Nominal stride of a ``size`` map on a ``data_shape`` input, for display."""
     return 2 ** round(math.log2(data_shape / size))

@@ -5,42 +5,29 @@ import mxnet as mx
 import numpy as np
 
 import symbols
-from symbols import ssd
 
 from . import pretrained
 from .config import resolve
-from .errors import ConfigError
+from .detectors import ARCHITECTURES
 from .graph import BackboneGraph
-from .validate import Checker, check_backbone_layer, check_feature_maps, check_fields
-
-ARCHITECTURES = {"ssd": ssd}
+from .validate import Checker
 
 
 def build_model(config, pretrained_backbone=False, **overrides):
     """Validate ``config`` (a dict from ``load_config``) with ``overrides`` and build the model.
 
-    Raises :class:`zoo.ConfigError` before any model graph is built if the config is wrong.
+    Raises :class:`zoo.ConfigError` before any detector graph is built if the config is wrong.
     """
     resolved = resolve(config, overrides)
-    check_fields(resolved)
-    check = Checker(resolved)
+    arch = ARCHITECTURES[resolved["arch"]]
     try:
         backbone = symbols.get_backbone(resolved["backbone"])
     except KeyError:
-        check.fail("backbone", resolved["backbone"],
-                   "one of %s" % ", ".join(sorted(symbols.BACKBONES)))
-    graph = BackboneGraph(backbone.body(), resolved["data_shape"])
-    layers = []
-    for i, name in enumerate(resolved["from_layers"]):
-        if name:
-            layers.append(check_backbone_layer(check, backbone, graph, "from_layers[%d]" % i, name))
-        else:
-            layers.append("")
-    resolved["feature_layers"] = layers
-    model = DetectionModel(resolved, backbone, pretrained_backbone)
-    shapes = model.feature_shapes()
-    resolved["feature_channels"] = [shape[1] for shape in shapes]
-    resolved["steps"] = check_feature_maps(resolved, [shape[2] for shape in shapes])
+        Checker(resolved).fail("backbone", resolved["backbone"],
+                               "one of %s" % ", ".join(sorted(symbols.BACKBONES)))
+    height, width = arch.input_shapes(resolved)["data"][2:]
+    arch.prepare(resolved, backbone, BackboneGraph(backbone.body(), height, width))
+    model = DetectionModel(resolved, backbone, arch)
     if pretrained_backbone:
         model.pretrained_path = pretrained.find_gluoncv_file(backbone.gluoncv_name)
     return model
@@ -49,10 +36,10 @@ def build_model(config, pretrained_backbone=False, **overrides):
 class DetectionModel:
     """A validated detector: its config, graphs, parameters and export."""
 
-    def __init__(self, config, backbone, pretrained_backbone=False):
+    def __init__(self, config, backbone, arch):
         self._config = config
         self.backbone = backbone
-        self.arch = ARCHITECTURES[config["arch"]]
+        self.arch = arch
         self.pretrained_path = None
         self.arg_params, self.aux_params = None, None
 
@@ -65,44 +52,38 @@ class DetectionModel:
     def name(self):
         return self._config["name"]
 
-    def data_shapes(self, batch_size=1):
-        side = self._config["data_shape"]
-        return {"data": (batch_size, 3, side, side)}
+    def input_shapes(self, batch_size=1):
+        """Shapes of the inference graph's inputs (``data``, and ``im_info`` for Faster R-CNN)."""
+        return self.arch.input_shapes(self._config, batch_size)
 
-    def feature_shapes(self):
-        """``(C, H, W)``-style shapes ``(1, C, H, W)`` of the maps the heads see."""
-        body = self.backbone.body()
-        c = self._config
-        features = ssd.multi_scale_features(body, c["feature_layers"], c["num_filters"],
-                                            c["strides"], c["pads"], c["extra_use_bn"])
-        grouped = mx.sym.Group(features)
-        _, out_shapes, _ = grouped.infer_shape(**self.data_shapes())
-        return [tuple(shape) for shape in out_shapes]
+    def train_input_shapes(self, batch_size=1, max_objects=32):
+        """Shapes of the training graph's inputs, ``label`` included."""
+        return self.arch.train_input_shapes(self._config, batch_size, max_objects)
 
     def symbol(self):
-        """Inference graph: ``data`` to detections ``(B, N, 6)``."""
-        return self.arch.inference_symbol(self.backbone, self._config)
+        """Inference graph: inputs to detections ``(B, N, 6)``."""
+        return self.arch.symbols.inference_symbol(self.backbone, self._config)
 
     def train_symbol(self):
-        """Training graph on ``data`` and ``label``."""
-        return self.arch.training_symbol(self.backbone, self._config)
+        """Training graph: inputs and ``label`` to the losses."""
+        return self.arch.symbols.training_symbol(self.backbone, self._config)
+
+    def describe(self):
+        """``(feature maps, anchor count)`` as the checker table shows them."""
+        return self.arch.describe(self._config, self.backbone)
 
     def param_shapes(self):
         """``(arg_shapes, aux_shapes)``: trainable and auxiliary (BN statistics) by name."""
         sym = self.symbol()
-        arg_shapes, _, aux_shapes = sym.infer_shape(**self.data_shapes())
-        args = {n: tuple(s) for n, s in zip(sym.list_arguments(), arg_shapes) if n != "data"}
+        inputs = self.input_shapes()
+        arg_shapes, _, aux_shapes = sym.infer_shape(**inputs)
+        args = {n: tuple(s) for n, s in zip(sym.list_arguments(), arg_shapes) if n not in inputs}
         aux = {n: tuple(s) for n, s in zip(sym.list_auxiliary_states(), aux_shapes)}
         return args, aux
 
     def num_params(self):
         """Number of trainable parameters (batch-norm running statistics excluded)."""
         return sum(int(np.prod(shape)) for shape in self.param_shapes()[0].values())
-
-    def num_anchors(self):
-        _, out_shapes, _ = ssd.predictions(self.backbone, self._config)[2].infer_shape(
-            **self.data_shapes())
-        return out_shapes[0][1]
 
     def init_params(self, ctx=None, seed=None):
         """Initialise every parameter (Xavier for weights) and, if the model was built with

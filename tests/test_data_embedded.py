@@ -1,0 +1,73 @@
+"""The generated shapes dataset: deterministic, idempotent, learnable, a real VOC folder."""
+import os
+
+import numpy as np
+import pytest
+
+from zoo.data import VOCDataset, embedded
+from zoo.errors import DataError
+
+
+def tree_bytes(root):
+    """Every file under ``root`` (relative path -> bytes)."""
+    files = {}
+    for folder, _, names in os.walk(root):
+        for name in names:
+            path = os.path.join(folder, name)
+            with open(path, "rb") as stream:
+                files[os.path.relpath(path, root)] = stream.read()
+    return files
+
+
+def test_same_seed_writes_identical_bytes(tmp_path):
+    first = embedded.generate(str(tmp_path / "a"), seed=5, num_train=6, num_val=3, image_size=128)
+    second = embedded.generate(str(tmp_path / "b"), seed=5, num_train=6, num_val=3, image_size=128)
+    other = embedded.generate(str(tmp_path / "c"), seed=6, num_train=6, num_val=3, image_size=128)
+    files = tree_bytes(first)
+    assert len(files) == 2 * 9 + 3 + 2  # images, annotations, 3 image sets, classes, manifest
+    assert files == tree_bytes(second)
+    assert files["JPEGImages/000000.jpg"] != tree_bytes(other)["JPEGImages/000000.jpg"]
+
+
+def test_generate_is_idempotent_and_replaces_other_settings(tmp_path, monkeypatch):
+    root = str(tmp_path / "shapes")
+    embedded.generate(root, num_train=4, num_val=2, image_size=64)
+    files = tree_bytes(root)
+    with monkeypatch.context() as patch:
+        patch.setattr(embedded, "draw_image", lambda *args: pytest.fail("regenerated"))
+        assert embedded.generate(root, num_train=4, num_val=2, image_size=64) == root
+    embedded.generate(root, num_train=3, num_val=1, image_size=64)
+    smaller = tree_bytes(root)
+    assert sorted(n for n in smaller if n.startswith("JPEGImages")) == [
+        "JPEGImages/%06d.jpg" % i for i in range(4)]
+    assert smaller["JPEGImages/000002.jpg"] == files["JPEGImages/000002.jpg"]
+
+
+def test_generate_refuses_a_folder_it_did_not_write(tmp_path):
+    (tmp_path / "mine.txt").write_text("keep me")
+    with pytest.raises(DataError, match="refusing to overwrite"):
+        embedded.generate(str(tmp_path), num_train=2, num_val=1)
+    assert (tmp_path / "mine.txt").read_text() == "keep me"
+
+
+def test_default_root_is_under_the_output_dir():
+    assert embedded.default_root("runs") == os.path.join("runs", "shapes")
+
+
+def test_objects_are_learnable(tmp_path):
+    size = 256
+    root = embedded.generate(str(tmp_path / "shapes"), num_train=60, num_val=10, image_size=size)
+    train, val = VOCDataset(root, "train"), VOCDataset(root, "val")
+    assert (len(train), len(val)) == (60, 10) and train.class_names == list(embedded.CLASSES)
+    counts = np.array([len(record.boxes) for record in train.records])
+    assert counts.min() >= 1 and counts.max() <= embedded.MAX_OBJECTS and counts.mean() > 1.5
+    classes = np.concatenate([record.class_ids for record in train.records])
+    assert set(classes) == set(range(len(embedded.CLASSES)))
+    for record in train.records:
+        extent = (record.boxes[:, 2:] - record.boxes[:, :2]).max(axis=1) / size
+        assert np.all((extent > 0.14) & (extent < 0.51))
+        for i, box in enumerate(record.boxes):
+            for other in record.boxes[i + 1:]:
+                assert embedded.covered_fraction(box, other) <= embedded.MAX_COVERED + 0.05
+    image, label = val[0]
+    assert image.shape == (size, size, 3) and len(label) >= 1

@@ -1,0 +1,116 @@
+"""Training and validation transforms: box invariants, flips, crops, reproducibility."""
+import numpy as np
+import pytest
+
+from zoo.data import MEAN_PIXELS, STD_PIXELS, TrainTransform, ValTransform, VOCDataset, embedded
+from zoo.data.transforms import MIN_IOUS, box_iou, centres_inside, jitter_colour, sample_crop
+
+
+@pytest.fixture(scope="module")
+def samples(tmp_path_factory):
+    """Eight (image, label) items of 160-pixel shape images."""
+    root = embedded.generate(str(tmp_path_factory.mktemp("data") / "shapes"), seed=1,
+                             num_train=8, num_val=1, image_size=160)
+    dataset = VOCDataset(root, "train")
+    return [dataset[i] for i in range(len(dataset))]
+
+
+def test_val_transform_resizes_and_normalises():
+    image = np.tile(np.array(MEAN_PIXELS, dtype=np.float32).round().astype(np.uint8), (50, 80, 1))
+    label = np.array([[2, 8, 5, 40, 45, 1]], dtype=np.float32)
+    data, out = ValTransform(64)(image, label)
+    assert data.shape == (3, 64, 64) and data.dtype == np.float32
+    expected = (np.round(MEAN_PIXELS) - np.array(MEAN_PIXELS)) / np.array(STD_PIXELS)
+    np.testing.assert_allclose(data[:, 10, 10], expected, atol=1e-5)
+    np.testing.assert_allclose(out, [[2, 0.1, 0.1, 0.5, 0.9, 1]], atol=1e-6)
+
+
+def test_train_boxes_stay_valid_and_inside(samples):
+    transform = TrainTransform(96)
+    for seed in range(150):
+        image, label = samples[seed % len(samples)]
+        data, out = transform(image, label, np.random.RandomState(seed))
+        assert data.shape == (3, 96, 96) and data.dtype == np.float32 and out.dtype == np.float32
+        assert 1 <= len(out) <= len(label)
+        boxes = out[:, 1:5]
+        assert np.all((boxes >= 0) & (boxes <= 1))
+        assert np.all(boxes[:, 2] > boxes[:, 0]) and np.all(boxes[:, 3] > boxes[:, 1])
+        assert set(out[:, 0]) <= set(label[:, 0]) and set(out[:, 5]) <= {0, 1}
+
+
+def test_train_transform_is_reproducible(samples):
+    image, label = samples[0]
+    transform = TrainTransform(96)
+    first = transform(image, label, np.random.RandomState(7))
+    again = transform(image, label, np.random.RandomState(7))
+    other = transform(image, label, np.random.RandomState(8))
+    for ours, theirs in zip(first, again):
+        np.testing.assert_array_equal(ours, theirs)
+    assert not np.array_equal(first[0], other[0])
+
+
+def test_flip_mirrors_image_and_boxes(samples):
+    image, label = samples[1]
+    plain = TrainTransform(96, max_expand=1, min_ious=(None,), flip=False, colour=False)
+    flipping = TrainTransform(96, max_expand=1, min_ious=(None,), colour=False)
+    reference, reference_label = plain(image, label, np.random.RandomState(0))
+    flips = 0
+    for seed in range(10):
+        data, out = flipping(image, label, np.random.RandomState(seed))
+        if np.allclose(data, reference, atol=1e-4):
+            np.testing.assert_allclose(out, reference_label)
+            continue
+        flips += 1
+        np.testing.assert_allclose(data, reference[:, :, ::-1], atol=0.05)
+        np.testing.assert_allclose(out[:, [1, 3]], 1 - reference_label[:, [3, 1]], atol=1e-6)
+        np.testing.assert_allclose(out[:, [0, 2, 4, 5]], reference_label[:, [0, 2, 4, 5]])
+    assert 0 < flips < 10
+
+
+def test_expansion_zooms_out_onto_the_mean_pixel(samples):
+    image, label = samples[2]
+    expanding = TrainTransform(96, max_expand=4, min_ious=(None,), flip=False, colour=False)
+    ratios = []
+    for seed in range(20):
+        data, out = expanding(image, label, np.random.RandomState(seed))
+        original = label[:, 3] - label[:, 1]
+        ratios.append(np.max(original / image.shape[1] / (out[:, 3] - out[:, 1])))
+        if ratios[-1] > 1.5:
+            # the mean pixel (rounded to uint8), normalised
+            assert np.mean(np.all(np.abs(data) < 0.01, axis=0)) > 0.3
+    assert min(ratios) == pytest.approx(1, abs=1e-3) and 1.5 < max(ratios) <= 4.001
+
+
+def test_crop_satisfies_its_iou_constraint():
+    rng = np.random.RandomState(0)
+    cropped = 0
+    for _ in range(300):
+        corners = rng.uniform(0, 300, size=(3, 2))
+        boxes = np.hstack([corners, corners + rng.uniform(20, 150, size=(3, 2))])
+        window = sample_crop((450, 450), boxes, MIN_IOUS, rng)
+        if np.allclose(window, [0, 0, 450, 450]):
+            continue
+        cropped += 1
+        kept = centres_inside(boxes, window)
+        assert kept.any()
+        assert box_iou(window[None], boxes[kept]).max() >= 0.1 - 1e-9
+    assert cropped > 150
+    large = np.array([[60.0, 80.0, 400.0, 420.0]])
+    for threshold in (0.3, 0.5, 0.7, 0.9):
+        windows = [sample_crop((450, 450), large, (threshold,), rng) for _ in range(20)]
+        crops = [w for w in windows if not np.allclose(w, [0, 0, 450, 450])]
+        assert len(crops) >= (10 if threshold < 0.9 else 0)
+        for window in crops:
+            assert centres_inside(large, window)[0]
+            assert box_iou(window[None], large)[0, 0] >= threshold
+
+
+def test_colour_jitter_stays_in_range():
+    rng = np.random.RandomState(3)
+    image = rng.uniform(0, 255, size=(40, 40, 3)).astype(np.float32)
+    changed = 0
+    for seed in range(20):
+        out = jitter_colour(image.copy(), np.random.RandomState(seed))
+        assert out.dtype == np.float32 and out.min() >= 0 and out.max() <= 255
+        changed += not np.allclose(out, image, atol=1e-3)
+    assert changed >= 15

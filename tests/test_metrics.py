@@ -1,0 +1,275 @@
+"""VOC mean AP against GluonCV and hand-made cases; COCO AP through pycocotools."""
+import json
+import math
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from gluoncv.utils.metrics.voc_detection import VOC07MApMetric, VOCMApMetric
+
+from zoo.metrics import COCO_STAT_NAMES, VOCMeanAP, coco_detections, coco_eval, coco_ground_truth
+
+CLASS_NAMES = ["cat", "dog", "car", "bus", "kite", "boat"]
+# Classes with ground truth; "bus" (3) ground truth is always difficult, "kite" (4)
+# is only ever predicted and "boat" (5) never appears: all three give NaN.
+GT_CLASSES = (0, 1, 2, 3)
+ALWAYS_DIFFICULT = 3
+PREDICTED_ONLY = 4
+
+
+def padded(rows, length, width):
+    """``rows`` (k, width) followed by rows of -1 up to ``length``."""
+    out = np.full((length, width), -1.0)
+    out[:len(rows)] = rows
+    return out
+
+
+def random_gt(rng, max_gt):
+    """One image's ground truth: clusters of overlapping boxes in a 500 px image."""
+    count = rng.integers(0, max_gt + 1)
+    cluster_centres = rng.uniform(100, 400, size=(2, 2))
+    centres = cluster_centres[rng.integers(0, 2, count)] + rng.normal(0, 30, (count, 2))
+    sizes = rng.uniform(20, 150, (count, 2))
+    boxes = np.concatenate([centres - sizes / 2, centres + sizes / 2], axis=1).round()
+    labels = rng.choice(GT_CLASSES, count)
+    difficult = (rng.random(count) < 0.2) | (labels == ALWAYS_DIFFICULT)
+    return boxes, labels, difficult
+
+
+def random_detections(rng, gt_boxes, gt_labels):
+    """Jittered copies of ground truth (some duplicated, some mislabelled) plus clutter."""
+    boxes, labels = [], []
+    for box, label in zip(gt_boxes, gt_labels):
+        size = np.tile(box[2:] - box[:2], 2)
+        for _ in range(rng.choice([0, 1, 1, 1, 2])):
+            boxes.append(box + rng.normal(0, rng.uniform(0.02, 0.3), 4) * size)
+            labels.append(label if rng.random() > 0.1 else rng.integers(0, PREDICTED_ONLY + 1))
+    for _ in range(rng.integers(0, 4)):
+        corner = rng.uniform(0, 400, 2)
+        boxes.append(np.concatenate([corner, corner + rng.uniform(10, 100, 2)]))
+        labels.append(rng.integers(0, PREDICTED_ONLY + 1))
+    order = rng.permutation(len(boxes))
+    return np.reshape(boxes, (-1, 4))[order], np.array(labels)[order]
+
+
+def synthetic_batches(seed, num_batches=4, batch_size=4, max_gt=6, max_det=16):
+    """Batches of (pred boxes, labels, scores, gt boxes, labels, difficult), -1 padded."""
+    rng = np.random.default_rng(seed)
+    for _ in range(num_batches):
+        batch = [[] for _ in range(6)]
+        for _ in range(batch_size):
+            gt_boxes, gt_labels, difficult = random_gt(rng, max_gt)
+            boxes, labels = random_detections(rng, gt_boxes, gt_labels)
+            boxes, labels = boxes[:max_det], labels[:max_det]
+            scores = np.where(labels >= 0, rng.random(len(labels)), -1)
+            for column, rows, length in zip(batch, (
+                    boxes, labels[:, None], scores[:, None],
+                    gt_boxes, gt_labels[:, None], difficult[:, None]),
+                    (max_det, max_det, max_det, max_gt, max_gt, max_gt)):
+                column.append(padded(rows, length, rows.shape[1]))
+        boxes, labels, scores, gt_boxes, gt_labels, difficult = (np.stack(c) for c in batch)
+        yield (boxes, labels[..., 0], scores[..., 0], gt_boxes, gt_labels[..., 0],
+               difficult[..., 0])
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("use_07_metric, gluoncv_metric",
+                         [(True, VOC07MApMetric), (False, VOCMApMetric)])
+@pytest.mark.parametrize("iou_thresh", [0.5, 0.7])
+def test_voc_map_equals_gluoncv(seed, use_07_metric, gluoncv_metric, iou_thresh):
+    ours = VOCMeanAP(CLASS_NAMES, iou_thresh=iou_thresh, use_07_metric=use_07_metric)
+    theirs = gluoncv_metric(iou_thresh=iou_thresh, class_names=CLASS_NAMES)
+    for batch in synthetic_batches(seed):
+        ours.update(*batch)
+        theirs.update(*batch)
+    names, values = ours.get()
+    their_names, their_values = theirs.get()
+    assert names == their_names == CLASS_NAMES + ["mAP"]
+    np.testing.assert_allclose(values, their_values, rtol=0, atol=1e-6)
+    assert all(math.isnan(values[c]) for c in (ALWAYS_DIFFICULT, PREDICTED_ONLY, 5))
+    assert 0.1 < values[-1] < 0.95, "synthetic data should give a non-trivial mAP"
+
+
+def test_batching_and_reset_do_not_change_the_result():
+    batches = list(synthetic_batches(seed=3))
+    whole = VOCMeanAP(CLASS_NAMES)
+    whole.update(*(np.concatenate(arrays) for arrays in zip(*batches)))
+    split = VOCMeanAP(CLASS_NAMES)
+    split.update(*batches[0])
+    split.reset()
+    for batch in batches:
+        split.update(*batch)
+    np.testing.assert_allclose(split.get()[1], whole.get()[1], rtol=0, atol=1e-12)
+
+
+def single_image_ap(pred_boxes, pred_scores, gt_boxes, gt_difficult=None, **options):
+    """Per-class AP dict for one image whose boxes are all class 0 of ["a", "b"]."""
+    metric = VOCMeanAP(["a", "b"], **options)
+    pred_boxes, gt_boxes = np.reshape(pred_boxes, (1, -1, 4)), np.reshape(gt_boxes, (1, -1, 4))
+    difficult = None if gt_difficult is None else np.reshape(gt_difficult, (1, -1))
+    metric.update(pred_boxes, np.zeros(pred_boxes.shape[:2]), np.reshape(pred_scores, (1, -1)),
+                  gt_boxes, np.zeros(gt_boxes.shape[:2]), difficult)
+    return metric
+
+
+BOX_A, BOX_B = [10, 10, 60, 60], [100, 100, 180, 150]
+FAR = [300, 300, 340, 340]
+
+
+@pytest.mark.parametrize("use_07_metric", [True, False])
+def test_perfect_detections_give_one(use_07_metric):
+    metric = single_image_ap([BOX_A, BOX_B], [0.9, 0.3], [BOX_A, BOX_B],
+                             use_07_metric=use_07_metric)
+    assert metric.per_class()["a"] == 1.0
+    assert math.isnan(metric.per_class()["b"])
+    assert metric.mean_ap() == 1.0  # "b" has no ground truth: left out of the mean
+
+
+def test_false_positive_above_true_positive():
+    # Ranked hits: TP, FP, TP on two ground truths. Recall 0.5 at precision 1, then
+    # recall 1 at precision 2/3: the 11 thresholds 0..0.5 see 1, 0.6..1 see 2/3.
+    boxes, scores = [BOX_A, FAR, BOX_B], [0.9, 0.8, 0.7]
+    voc07 = single_image_ap(boxes, scores, [BOX_A, BOX_B])
+    area = single_image_ap(boxes, scores, [BOX_A, BOX_B], use_07_metric=False)
+    assert voc07.mean_ap() == pytest.approx((6 * 1 + 5 * 2 / 3) / 11)
+    assert area.mean_ap() == pytest.approx(0.5 * 1 + 0.5 * 2 / 3)
+    # A lone false positive ranked first halves the precision everywhere.
+    assert single_image_ap([FAR, BOX_A], [0.9, 0.8], [BOX_A]).mean_ap() == pytest.approx(0.5)
+
+
+def test_recall_of_exactly_three_tenths_misses_the_0_3_threshold():
+    # As in GluonCV and py-faster-rcnn, the 0.3 threshold is np.arange's 0.30000000000000004.
+    gt = [[50 * i, 0, 50 * i + 40, 40] for i in range(10)]
+    assert single_image_ap(gt[:3], [0.9, 0.8, 0.7], gt).mean_ap() == pytest.approx(3 / 11)
+
+
+def test_all_wrong_detections_give_zero():
+    assert single_image_ap([FAR, BOX_B], [0.9, 0.8], [BOX_A]).mean_ap() == 0.0
+    assert single_image_ap(np.zeros((0, 4)), [], [BOX_A]).mean_ap() == 0.0
+
+
+def test_duplicate_is_a_false_positive():
+    shifted = np.add(BOX_A, 2)
+    assert single_image_ap([BOX_A, shifted], [0.9, 0.8], [BOX_A, BOX_B]).mean_ap() == \
+        pytest.approx((6 * 1 + 5 * 0) / 11)
+
+
+def test_difficult_is_neither_miss_nor_false_positive():
+    metric = single_image_ap([BOX_B, BOX_A], [0.9, 0.8], [BOX_A, BOX_B], [0, 1])
+    assert metric.mean_ap() == 1.0
+    missed = single_image_ap([BOX_A], [0.8], [BOX_A, BOX_B], [0, 1])
+    assert missed.mean_ap() == 1.0
+    only_difficult = single_image_ap([BOX_A], [0.8], [BOX_A], [1])
+    assert math.isnan(only_difficult.mean_ap())
+
+
+def test_pixel_offset_matters_for_normalised_boxes():
+    gt, pred = [0.1, 0.1, 0.3, 0.3], [0.2, 0.2, 0.4, 0.4]  # IoU 1/7 in continuous units
+    assert single_image_ap([pred], [0.9], [gt], pixel_offset=0).mean_ap() == 0.0
+    with pytest.warns(UserWarning, match="pixel_offset=0"):
+        assert single_image_ap([pred], [0.9], [gt]).mean_ap() == 1.0  # +1 px: IoU near 1
+
+
+def test_unknown_class_id_is_rejected():
+    metric = VOCMeanAP(["a"])
+    with pytest.raises(ValueError, match="class id 3"):
+        metric.update(np.array([[BOX_A]]), np.full((1, 1), 3), np.ones((1, 1)),
+                      np.array([[BOX_A]]), np.zeros((1, 1)))
+
+
+def test_empty_metric_is_nan():
+    names, values = VOCMeanAP(["a", "b"]).get()
+    assert names == ["a", "b", "mAP"] and all(math.isnan(v) for v in values)
+
+
+# COCO
+
+COCO_CLASSES = ["cat", "dog"]
+# Records shaped like zoo.data's: pixel corners, class ids (-1 padding), difficult flags.
+COCO_RECORDS = [
+    SimpleNamespace(width=640, height=480, class_ids=np.array([0, 1, -1]),
+                    boxes=np.array([[100, 100, 200, 200], [300, 120, 500, 400], [-1, -1, -1, -1]]),
+                    difficult=np.array([0, 0, 0])),
+    SimpleNamespace(width=320, height=320, class_ids=np.array([1, 0]),
+                    boxes=np.array([[10, 20, 110, 220], [150, 150, 300, 300]]),
+                    difficult=np.array([False, True])),
+]
+
+
+def detections_from_records(records, shift=0.0, skip_difficult=False):
+    """COCO results repeating the ground truth, shifted right by ``shift`` times the width."""
+    results = []
+    for image_id, record in enumerate(records):
+        for box, class_id, difficult in zip(record.boxes, record.class_ids, record.difficult):
+            if class_id < 0 or (difficult and skip_difficult):
+                continue
+            x1, y1, x2, y2 = box
+            x1, x2 = x1 + shift * (x2 - x1), x2 + shift * (x2 - x1)
+            results.append({"image_id": image_id, "category_id": int(class_id) + 1,
+                            "bbox": [x1, y1, x2 - x1, y2 - y1],
+                            "score": 0.9 - 0.1 * len(results)})
+    return results
+
+
+def test_coco_ground_truth_from_records():
+    gt = coco_ground_truth(COCO_RECORDS, COCO_CLASSES)
+    assert gt["categories"] == [{"id": 1, "name": "cat"}, {"id": 2, "name": "dog"}]
+    assert [image["id"] for image in gt["images"]] == [0, 1]
+    assert [a["image_id"] for a in gt["annotations"]] == [0, 0, 1, 1]
+    assert [a["id"] for a in gt["annotations"]] == [1, 2, 3, 4]
+    assert gt["annotations"][0]["bbox"] == [100.0, 100.0, 100.0, 100.0]
+    assert [a["iscrowd"] for a in gt["annotations"]] == [0, 0, 0, 1]
+    assert len(coco_ground_truth(COCO_RECORDS, COCO_CLASSES, difficult="drop")["annotations"]) == 3
+    with pytest.raises(ValueError, match="difficult"):
+        coco_ground_truth(COCO_RECORDS, COCO_CLASSES, difficult="ignore")
+    renamed = coco_ground_truth(COCO_RECORDS, COCO_CLASSES, image_ids=[42, 9])
+    assert [a["image_id"] for a in renamed["annotations"]] == [42, 42, 9, 9]
+
+
+def test_coco_perfect_detections(tmp_path, capsys):
+    results_json = tmp_path / "results.json"
+    stats = coco_eval(coco_ground_truth(COCO_RECORDS, COCO_CLASSES),
+                      detections_from_records(COCO_RECORDS), results_json=str(results_json))
+    assert list(stats) == list(COCO_STAT_NAMES)
+    assert stats["AP"] == stats["AP50"] == stats["AP75"] == pytest.approx(1.0)
+    assert capsys.readouterr().out == ""
+    written = json.loads(results_json.read_text())
+    assert len(written) == 4 and set(written[0]) == {"image_id", "category_id", "bbox", "score"}
+
+
+def test_coco_shift_lowers_ap75_not_ap50():
+    # A shift of a quarter of the width leaves IoU 0.75 / 1.25 = 0.6.
+    stats = coco_eval(coco_ground_truth(COCO_RECORDS, COCO_CLASSES),
+                      detections_from_records(COCO_RECORDS, shift=0.25))
+    assert stats["AP50"] == pytest.approx(1.0)
+    assert stats["AP75"] == pytest.approx(0.0)
+    assert 0.0 < stats["AP"] < 0.5
+
+
+def test_coco_difficult_handling():
+    detections = detections_from_records(COCO_RECORDS)
+    detections[-1]["score"] = 1.0  # the detection on the difficult box ranks first
+    dropped = coco_ground_truth(COCO_RECORDS, COCO_CLASSES, difficult="drop")
+    assert coco_eval(dropped, detections)["AP"] < 1.0  # it is a false positive
+    crowd = coco_ground_truth(COCO_RECORDS, COCO_CLASSES)
+    assert coco_eval(crowd, detections)["AP"] == pytest.approx(1.0)  # it is ignored
+    kept = coco_ground_truth(COCO_RECORDS, COCO_CLASSES, difficult="keep")
+    assert coco_eval(kept, detections_from_records(COCO_RECORDS, skip_difficult=True))["AP"] < 1.0
+    assert coco_eval(crowd, detections_from_records(COCO_RECORDS, skip_difficult=True))["AP"] == \
+        pytest.approx(1.0)  # and not missed
+
+
+def test_coco_from_json_file_and_no_detections(tmp_path):
+    path = tmp_path / "gt.json"
+    path.write_text(json.dumps(coco_ground_truth(COCO_RECORDS, COCO_CLASSES)))
+    assert coco_eval(str(path), [])["AP"] == 0.0
+    with pytest.raises(ValueError, match="not in the ground truth"):
+        coco_eval(str(path), [{"image_id": 99, "category_id": 1, "bbox": [0, 0, 1, 1],
+                               "score": 1.0}])
+
+
+def test_coco_detections_from_model_output():
+    rows = np.array([[1, 0.8, 0.25, 0.5, 0.75, 1.0], [-1, -1, -1, -1, -1, -1]])
+    assert coco_detections(5, rows, width=640, height=480) == [
+        {"image_id": 5, "category_id": 2, "bbox": [160.0, 240.0, 320.0, 240.0], "score": 0.8}]
+    assert coco_detections(5, rows, 640, 480, category_ids=[11, 22])[0]["category_id"] == 22

@@ -1,0 +1,154 @@
+"""Batches of decoded, augmented samples, prepared in parallel ahead of use.
+
+Reproducibility is per sample: the epoch's order comes from ``(seed, epoch)``
+and each sample's ``RandomState`` from ``(seed, epoch, dataset index)``, so a
+run resumed at epoch k sees exactly the batches an uninterrupted run sees, no
+matter how many workers prepare them or in which order they finish.
+"""
+import collections
+import os
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+from ..errors import DataError
+
+LAST_BATCH_MODES = ("discard", "keep", "pad")
+
+
+class Batch(tuple):
+    """A ``(data, label)`` pair that also knows which dataset items it holds.
+
+    ``data`` is (B, 3, S, S) float32, ``label`` (B, M, 6) float32 padded with
+    rows of -1. ``indices`` are the dataset indices of the B samples; the last
+    ``pad`` of them only fill up the final batch and should be ignored.
+    """
+
+    def __new__(cls, data, label, indices, pad=0):
+        batch = super().__new__(cls, (data, label))
+        batch.indices, batch.pad = indices, pad
+        return batch
+
+    @property
+    def data(self):
+        """The (B, 3, S, S) float32 images."""
+        return self[0]
+
+    @property
+    def label(self):
+        """The (B, M, 6) float32 labels, padded with rows of -1."""
+        return self[1]
+
+
+class DetectionLoader:
+    """Iterate a detection dataset in batches through a transform.
+
+    ``transform(image, label, rng)`` is called once per sample with that
+    sample's own ``RandomState``. Samples are prepared by ``num_workers``
+    threads (OpenCV and NumPy release the GIL) up to ``prefetch`` batches
+    ahead. ``last_batch`` is ``"discard"`` (drop a short final batch),
+    ``"keep"`` (yield it short) or ``"pad"`` (fill it with the epoch's first
+    samples; ``Batch.pad`` says how many). With ``num_shards > 1`` each shard
+    sees a disjoint ``len(dataset) // num_shards`` samples per epoch, so every
+    distributed worker runs the same number of steps. ``max_objects`` fixes
+    the label's M (a sample with more objects is an error); None pads each
+    batch to its own largest sample.
+
+    ``iter(loader)`` runs the next epoch (0, 1, ...; :meth:`set_epoch` moves
+    it, e.g. when resuming); :meth:`epoch` runs a given epoch.
+    """
+
+    def __init__(self, dataset, batch_size, transform, shuffle=True, seed=0, num_workers=None,
+                 max_objects=None, last_batch="discard", num_shards=1, shard_index=0,
+                 prefetch=3):
+        if last_batch not in LAST_BATCH_MODES:
+            raise ValueError("last_batch must be one of %s, not %r"
+                             % (", ".join(LAST_BATCH_MODES), last_batch))
+        if not 0 <= shard_index < num_shards:
+            raise ValueError("shard_index %d is not in [0, %d)" % (shard_index, num_shards))
+        if batch_size < 1 or prefetch < 1 or not 0 <= seed < 2 ** 32:
+            raise ValueError("need batch_size >= 1, prefetch >= 1 and 0 <= seed < 2**32")
+        self.dataset, self.batch_size, self.transform = dataset, batch_size, transform
+        self.shuffle, self.seed = shuffle, seed
+        self.num_workers = num_workers or os.cpu_count() or 1
+        self.max_objects, self.last_batch, self.prefetch = max_objects, last_batch, prefetch
+        self.num_shards, self.shard_index = num_shards, shard_index
+        self.next_epoch = 0
+
+    def set_epoch(self, epoch):
+        """Make the next ``iter(loader)`` run ``epoch``."""
+        self.next_epoch = epoch
+
+    def __iter__(self):
+        """Run the next epoch and advance the epoch counter."""
+        epoch, self.next_epoch = self.next_epoch, self.next_epoch + 1
+        return self.epoch(epoch)
+
+    def __len__(self):
+        full, rest = divmod(len(self.dataset) // self.num_shards, self.batch_size)
+        return full + (1 if rest and self.last_batch != "discard" else 0)
+
+    def sample_order(self, epoch):
+        """The dataset indices this shard visits in ``epoch``, in order."""
+        size = len(self.dataset)
+        # The order's seed key [seed, epoch] is shorter than any sample's, so never equal to one.
+        order = (np.random.RandomState([self.seed, epoch]).permutation(size) if self.shuffle
+                 else np.arange(size))
+        per_shard = size // self.num_shards
+        return order[:per_shard * self.num_shards][self.shard_index::self.num_shards]
+
+    def batch_indices(self, epoch):
+        """``(indices, pad)`` of every batch of ``epoch``, following ``last_batch``."""
+        order = self.sample_order(epoch)
+        batches = []
+        for start in range(0, len(order), self.batch_size):
+            indices = order[start:start + self.batch_size]
+            pad = self.batch_size - len(indices)
+            if pad and self.last_batch == "discard":
+                break
+            if pad and self.last_batch == "pad":
+                indices = np.concatenate([indices, np.resize(order, pad)])
+            else:
+                pad = 0
+            batches.append((indices, pad))
+        return batches
+
+    def epoch(self, epoch):
+        """Iterate the batches of ``epoch`` (a :class:`Batch` each)."""
+        batches = collections.deque(self.batch_indices(epoch))
+        pending = collections.deque()
+        with ThreadPoolExecutor(self.num_workers, thread_name_prefix="zoo-loader") as pool:
+            try:
+                while batches or pending:
+                    while batches and len(pending) <= self.prefetch:  # next + prefetch ahead
+                        indices, pad = batches.popleft()
+                        pending.append((indices, pad, [pool.submit(self.sample, epoch, index)
+                                                       for index in indices]))
+                    indices, pad, futures = pending.popleft()
+                    yield self.collate([future.result() for future in futures], indices, pad)
+            finally:
+                for _, _, futures in pending:
+                    for future in futures:
+                        future.cancel()
+
+    def sample(self, epoch, index):
+        """Item ``index`` of the dataset through the transform, with its own RandomState."""
+        image, label = self.dataset[int(index)]
+        rng = np.random.RandomState([self.seed, epoch, int(index)])
+        return self.transform(image, label, rng)
+
+    def collate(self, samples, indices, pad):
+        """Stack samples into a :class:`Batch`, labels padded with -1 rows."""
+        counts = [len(label) for _, label in samples]
+        width = max(counts, default=0)
+        if self.max_objects is not None:
+            if width > self.max_objects:
+                index = indices[counts.index(width)]
+                raise DataError("dataset item %d has %d objects after the transform, more than "
+                                "max_objects=%d" % (index, width, self.max_objects))
+            width = self.max_objects
+        label = np.full((len(samples), max(width, 1), 6), -1, dtype=np.float32)
+        for row, (_, sample_label) in zip(label, samples):
+            row[:len(sample_label)] = sample_label
+        data = np.stack([data for data, _ in samples])
+        return Batch(data, label, np.asarray(indices), pad)

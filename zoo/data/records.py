@@ -1,0 +1,125 @@
+"""The record model every reader produces, its validation, and the skip-bad policy.
+
+A record is one image with its ground truth in pixels: corner boxes
+``(x1, y1, x2, y2)`` measured from the image's top-left corner (VOC's 1-based
+coordinates are shifted by one, as GluonCV does). Readers build records with
+:func:`make_record`, the one place boxes are checked, so every format rejects
+the same faults.
+"""
+import warnings
+from dataclasses import dataclass
+from typing import Any, Optional
+
+import numpy as np
+
+from ..errors import DataError
+
+LABEL_WIDTH = 6
+"""Columns of a label row: ``[class_id, x1, y1, x2, y2, difficult]``."""
+
+BOX_TOLERANCE = 1.0
+"""Pixels a box may stick out of its image (annotation tools round outwards);
+such boxes are clipped, anything further out is an error."""
+
+
+def data_error(source, what, line=None):
+    """A :class:`DataError` reading ``source[:line]: what`` on one line."""
+    where = "%s:%d" % (source, line) if line is not None else str(source)
+    return DataError(" ".join(("%s: %s" % (where, what)).split()))
+
+
+@dataclass(frozen=True)
+class Record:
+    """One image's ground truth: boxes in pixels, class ids, difficult flags.
+
+    ``path`` is the image file (None for images stored inside a record file);
+    ``key`` is the format's own image id (VOC id, COCO image id, .lst index).
+    """
+
+    path: Optional[str]
+    width: int
+    height: int
+    boxes: np.ndarray
+    class_ids: np.ndarray
+    difficult: np.ndarray
+    key: Any = None
+
+    def label(self):
+        """The (M, 6) float32 label ``[class_id, x1, y1, x2, y2, difficult]`` in pixels."""
+        return np.column_stack([self.class_ids, self.boxes, self.difficult]).astype(
+            np.float32).reshape(-1, LABEL_WIDTH)
+
+
+def make_record(source, path, width, height, boxes, class_ids, difficult, key=None):
+    """Check an image's annotations and return its :class:`Record`.
+
+    ``source`` names the annotation (file, or ``file:line``) in error messages.
+    Raises :class:`DataError` on a non-positive image size, a box with
+    x2 <= x1 or y2 <= y1, or a box more than ``BOX_TOLERANCE`` pixels outside
+    the image; boxes within the tolerance are clipped.
+    """
+    if not (width > 0 and height > 0):
+        raise data_error(source, "image size %sx%s is not positive" % (width, height))
+    boxes = np.asarray(boxes, dtype=np.float64).reshape(-1, 4)
+    for index, (x1, y1, x2, y2) in enumerate(boxes):
+        problem = box_problem(x1, y1, x2, y2, width, height)
+        if problem:
+            raise data_error(source, "object %d: box (%g, %g, %g, %g) %s"
+                             % (index, x1, y1, x2, y2, problem))
+    clipped = np.clip(boxes, 0, [width, height, width, height]).astype(np.float32)
+    return Record(path=path, width=int(width), height=int(height), boxes=clipped,
+                  class_ids=np.asarray(class_ids, dtype=np.int32).reshape(-1),
+                  difficult=np.asarray(difficult, dtype=bool).reshape(-1), key=key)
+
+
+def box_problem(x1, y1, x2, y2, width, height):
+    """Why a pixel box is invalid in a ``width`` x ``height`` image, or None if it is fine."""
+    if not np.all(np.isfinite([x1, y1, x2, y2])):
+        return "has a non-finite coordinate"
+    if x2 <= x1 or y2 <= y1:
+        return "is empty or inverted (need x2 > x1 and y2 > y1)"
+    if (x1 < -BOX_TOLERANCE or y1 < -BOX_TOLERANCE or x2 > width + BOX_TOLERANCE
+            or y2 > height + BOX_TOLERANCE):
+        return "lies outside the %dx%d image" % (width, height)
+    return None
+
+
+class SkipPolicy:
+    """What a reader does with bad records: raise the first, or drop them all and warn once.
+
+    Strict mode re-raises the first :class:`DataError`. With ``skip_bad`` every
+    bad record is dropped and :meth:`finish` emits one warning naming
+    ``source`` with the number dropped and the first reason. A bad object
+    drops its whole image: keeping the image without it would teach the model
+    that the object is background.
+    """
+
+    def __init__(self, skip_bad, source):
+        self.skip_bad, self.source, self.reasons = skip_bad, source, []
+
+    def reject(self, error):
+        """Handle one bad record's :class:`DataError`."""
+        if not self.skip_bad:
+            raise error
+        self.reasons.append(str(error))
+
+    def parse_each(self, items, parse):
+        """``[parse(item) for item in items]`` without the items whose parse raised DataError."""
+        records = []
+        for item in items:
+            try:
+                records.append(parse(item))
+            except DataError as err:
+                self.reject(err)
+        return records
+
+    def finish(self, records):
+        """Warn once about skipped records; :class:`DataError` if no image is left."""
+        if self.reasons:
+            count = len(self.reasons)
+            warnings.warn("%s: skipped %d bad record%s; first: %s"
+                          % (self.source, count, "" if count == 1 else "s", self.reasons[0]),
+                          stacklevel=3)
+        if not records:
+            raise data_error(self.source, "no usable images")
+        return records

@@ -1,0 +1,88 @@
+"""Running a detector over a dataset and scoring it: VOC07 11-point and area mAP,
+COCO AP through pycocotools."""
+import mxnet as mx
+import numpy as np
+
+from .data import DetectionLoader, ValTransform
+from .metrics import VOCMeanAP, coco_detections, coco_eval, coco_ground_truth
+
+
+def predict(model, arg_params, aux_params, dataset, batch_size=8, num_workers=None,
+            progress=True, ctx=None):
+    """Detections for every image of ``dataset``, in order: a list of ``(N, 6)`` arrays of
+    rows ``[class, score, x1, y1, x2, y2]`` normalised to the image, padding rows removed."""
+    side = model.config["data_shape"]
+    loader = DetectionLoader(dataset, batch_size, ValTransform(
+        side, model.config["mean_pixels"], model.config["std_pixels"]), shuffle=False,
+        num_workers=num_workers, last_batch="pad")
+    shapes = {name: (batch_size,) + shape[1:] for name, shape in model.input_shapes().items()}
+    if "im_info" in shapes:
+        shapes["data"] = (batch_size, 3, side, side)
+    module = mx.mod.Module(model.symbol(), data_names=list(shapes), label_names=None,
+                           context=ctx or mx.cpu())
+    module.bind(data_shapes=list(shapes.items()), for_training=False)
+    module.set_params(arg_params, aux_params, allow_missing=False, allow_extra=True)
+    batches = loader.epoch(0)
+    if progress:
+        from tqdm import tqdm
+        batches = tqdm(batches, total=len(loader), desc="evaluating", unit="batch")
+    results = []
+    for batch in batches:
+        inputs = {"data": batch.data,
+                  "im_info": np.tile(np.array([[side, side, 1.0]], np.float32), (batch_size, 1))}
+        module.forward(mx.io.DataBatch([mx.nd.array(inputs[n]) for n in shapes]), is_train=False)
+        detections = module.get_outputs()[0].asnumpy()
+        keep = len(batch.indices) - batch.pad
+        results.extend(d[d[:, 0] >= 0] for d in detections[:keep])
+    return results
+
+
+def detect_image(model, arg_params, aux_params, image, ctx=None):
+    """Detections ``(N, 6)`` (normalised boxes, padding removed) on one RGB uint8 image."""
+    side = model.config["data_shape"]
+    data, _ = ValTransform(side, model.config["mean_pixels"], model.config["std_pixels"])(
+        image, np.zeros((0, 6), np.float32))
+    inputs = {"data": mx.nd.array(data[None]),
+              "im_info": mx.nd.array([[side, side, 1.0]])}
+    names = [n for n in model.symbol().list_arguments() if n in inputs]
+    args = dict(arg_params, **{n: inputs[n].as_in_context(ctx or mx.cpu()) for n in names})
+    executor = model.symbol().bind(ctx or mx.cpu(), args, aux_states=aux_params, grad_req="null")
+    detections = executor.forward(is_train=False)[0].asnumpy()[0]
+    return detections[detections[:, 0] >= 0]
+
+
+def in_pixels(detections, record):
+    """Detection rows with boxes scaled from [0, 1] to the record's pixels."""
+    scaled = detections.copy()
+    scaled[:, 2:6] *= [record.width, record.height, record.width, record.height]
+    return scaled
+
+
+def voc_scores(dataset, detections):
+    """``{"voc07": {...}, "voc_area": {...}}``: per-class AP and ``mAP`` for each metric."""
+    metrics = {"voc07": VOCMeanAP(dataset.class_names, use_07_metric=True),
+               "voc_area": VOCMeanAP(dataset.class_names, use_07_metric=False)}
+    for record, found in zip(dataset.records, detections):
+        found = in_pixels(found, record)
+        inputs = (found[None, :, 2:6], found[None, :, 0], found[None, :, 1],
+                  np.asarray(record.boxes, np.float32).reshape(1, -1, 4),
+                  np.asarray(record.class_ids).reshape(1, -1),
+                  np.asarray(record.difficult).reshape(1, -1))
+        for metric in metrics.values():
+            metric.update(*inputs)
+    return {name: dict(zip(*metric.get())) for name, metric in metrics.items()}
+
+
+def coco_scores(dataset, detections, results_json=None):
+    """COCO AP, AP50, AP75, ... (difficult objects count as crowd regions)."""
+    ground_truth = coco_ground_truth(dataset.records, dataset.class_names)
+    found = []
+    for image_id, (record, rows) in enumerate(zip(dataset.records, detections)):
+        found.extend(coco_detections(image_id, rows, record.width, record.height))
+    return coco_eval(ground_truth, found, results_json=results_json)
+
+
+def evaluate_voc(model, arg_params, aux_params, dataset, **predict_options):
+    """Predict on ``dataset`` and return :func:`voc_scores`."""
+    return voc_scores(dataset, predict(model, arg_params, aux_params, dataset,
+                                       **predict_options))

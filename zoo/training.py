@@ -1,0 +1,248 @@
+"""The training loop behind ``tools/train.py``: MXNet Module, schedule, logging,
+validation, divergence checks and exactly resumable checkpoints."""
+import csv
+import logging
+import math
+import os
+import re
+import time
+import warnings
+
+import mxnet as mx
+import numpy as np
+
+from . import checkpoint
+from .evaluation import evaluate_voc
+
+LOG = logging.getLogger("zoo.train")
+DIVERGENCE_FACTOR = 1e3
+
+
+class TrainingDiverged(RuntimeError):
+    """The loss became NaN/inf or exploded; the message says which checkpoint is good."""
+
+
+def contexts(spec):
+    """``"cpu"`` or ``"gpu0,1"`` to a list of MXNet contexts."""
+    if spec == "cpu":
+        return [mx.cpu()]
+    match = re.fullmatch(r"gpu([\d,]+)", spec)
+    if not match:
+        raise ValueError("--ctx must be 'cpu' or 'gpuN[,M...]', got %r" % spec)
+    return [mx.gpu(int(i)) for i in match.group(1).split(",") if i]
+
+
+def frozen_params(arg_names, pattern):
+    """Parameters whose name matches the regular expression ``pattern`` (None: none)."""
+    if not pattern:
+        return []
+    regex = re.compile(pattern)
+    return [name for name in arg_names if regex.search(name)]
+
+
+def lr_scheduler(base_lr, steps_per_epoch, lr_steps, lr_factor, warmup_epochs):
+    """Step decay at the given epochs after a linear warm-up, counted in updates."""
+    warmup = int(warmup_epochs * steps_per_epoch)
+    steps = [max(int(e * steps_per_epoch), warmup + 1) for e in lr_steps]
+    if steps:
+        return mx.lr_scheduler.MultiFactorScheduler(
+            steps, factor=lr_factor, base_lr=base_lr, warmup_steps=warmup,
+            warmup_begin_lr=base_lr * 0.1 if warmup else base_lr)
+    return mx.lr_scheduler.FactorScheduler(step=10 ** 9, factor=1.0, base_lr=base_lr,
+                                           warmup_steps=warmup,
+                                           warmup_begin_lr=base_lr * 0.1 if warmup else base_lr)
+
+
+class Trainer:
+    """Trains ``model`` on batches from ``loader``; see ``tools/train.py`` for the options."""
+
+    def __init__(self, model, loader, options, val_dataset=None, meta=None):
+        self.model, self.loader, self.options = model, loader, options
+        self.val_dataset = val_dataset
+        self.meta = dict(meta or {})
+        self.prefix = os.path.join(options.output_dir, model.name)
+        self.input_names = list(model.input_shapes())
+        self.losses_of = model.arch.training_losses
+        self.loss_names = model.arch.LOSS_NAMES
+
+    def build_module(self):
+        shapes = self.model.train_input_shapes(self.options.batch_size, self.loader.max_objects)
+        symbol = self.model.train_symbol()
+        module = mx.mod.Module(
+            symbol, data_names=self.input_names, label_names=["label"],
+            context=contexts(self.options.ctx),
+            fixed_param_names=frozen_params(symbol.list_arguments(), self.options.freeze))
+        module.bind(data_shapes=[(n, shapes[n]) for n in self.input_names],
+                    label_shapes=[("label", shapes["label"])], for_training=True)
+        return module
+
+    def optimizer(self, steps_per_epoch):
+        o = self.options
+        params = {"learning_rate": o.lr, "wd": o.wd,
+                  "rescale_grad": 1.0 / len(contexts(o.ctx)),
+                  "lr_scheduler": lr_scheduler(o.lr, steps_per_epoch, o.lr_steps, o.lr_factor,
+                                               o.warmup_epochs)}
+        if o.optimizer in ("sgd", "nag"):
+            params["momentum"] = o.momentum
+        if o.clip_gradient:
+            params["clip_gradient"] = o.clip_gradient
+        return mx.optimizer.create(o.optimizer, **params)
+
+    @staticmethod
+    def init_optimizer(module, kv_store, optimizer):
+        # The losses normalise themselves (by valid anchors / sampled ROIs), so the gradient
+        # is rescaled only across devices, not by the batch size Module expects.
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="Optimizer created manually")
+            module.init_optimizer(kvstore=kv_store, optimizer=optimizer)
+
+    def start_state(self, module, steps_per_epoch):
+        """Initialise parameters and the optimizer, from ``--resume`` if given; returns the
+        first epoch to run."""
+        o = self.options
+        if o.resume:
+            prefix = self.prefix if o.resume == "auto" else o.resume
+            arg_params, aux_params, states, meta = checkpoint.load(prefix)
+            module.init_params(arg_params=arg_params, aux_params=aux_params,
+                               allow_missing=False, allow_extra=True)
+            self.init_optimizer(module, o.kv_store, self.optimizer(steps_per_epoch))
+            if states is not None:
+                self._set_optimizer_states(module, states)
+            LOG.info("resumed from %s at epoch %d", prefix, meta["epoch"])
+            return meta["epoch"]
+        arg_params, aux_params = self.model.init_params(seed=o.seed)
+        module.init_params(arg_params=arg_params, aux_params=aux_params, allow_missing=False)
+        self.init_optimizer(module, o.kv_store, self.optimizer(steps_per_epoch))
+        return 0
+
+    @staticmethod
+    def _set_optimizer_states(module, states):
+        if module._update_on_kvstore:
+            path = "%s.resume-%d" % (module._kvstore.type, os.getpid())
+            with open(path, "wb") as stream:
+                stream.write(states)
+            module._kvstore.load_optimizer_states(path)
+            os.remove(path)
+        else:
+            module._updater.set_states(states)
+
+    @staticmethod
+    def _optimizer_states(module):
+        """Optimizer state with the optimizer itself (update count, schedule position)."""
+        if module._update_on_kvstore:
+            return None
+        return module._updater.get_states(dump_optimizer=True)
+
+    @staticmethod
+    def _current_lr(module):
+        optimizer = module._updater.optimizer if module._updater else module._optimizer
+        return optimizer.learning_rate
+
+    def fit(self):
+        """Run the epochs; returns the list of per-epoch log rows."""
+        o = self.options
+        os.makedirs(o.output_dir, exist_ok=True)
+        steps_per_epoch = len(self.loader)
+        module = self.build_module()
+        begin = self.start_state(module, steps_per_epoch)
+        rows = []
+        for epoch in range(begin, o.epochs):
+            row = self.run_epoch(module, epoch)
+            if self.val_dataset is not None and ((epoch + 1) % o.val_interval == 0
+                                                 or epoch + 1 == o.epochs):
+                row["val_map"] = self.validate(module)
+                LOG.info("epoch %d: validation VOC07 mAP %.4f", epoch + 1, row["val_map"])
+            self.save(module, epoch + 1)
+            self.append_log(row)
+            rows.append(row)
+        return rows
+
+    def run_epoch(self, module, epoch):
+        # Per-epoch seeds make the target operators' sampling identical after a resume.
+        np.random.seed((self.options.seed * 1000003 + epoch) % 2 ** 32)
+        mx.random.seed((self.options.seed * 1000003 + epoch) % 2 ** 31)
+        totals = {name: 0.0 for name in self.loss_names}
+        samples, batches, start = 0, 0, time.time()
+        progress = _progress(self.loader, epoch, self.options)
+        for batch in progress:
+            module.forward_backward(self.data_batch(batch))
+            losses = self.losses_of(module.get_outputs())
+            self.check_finite(losses, epoch, batches)
+            module.update()
+            for name, value in losses.items():
+                totals[name] += value
+            batches += 1
+            samples += len(batch.indices) - batch.pad
+            speed = samples / max(time.time() - start, 1e-9)
+            if hasattr(progress, "set_postfix"):
+                progress.set_postfix({"samples/s": "%.1f" % speed,
+                                      **{k: "%.3f" % (v / batches) for k, v in totals.items()}})
+        elapsed = time.time() - start
+        row = {"epoch": epoch + 1, "lr": self._current_lr(module),
+               "samples_per_sec": samples / max(elapsed, 1e-9), "val_map": ""}
+        row.update({name: total / max(batches, 1) for name, total in totals.items()})
+        LOG.info("epoch %d: %s", epoch + 1, ", ".join(
+            "%s %.4g" % (k, v) for k, v in row.items() if k not in ("epoch", "val_map")))
+        return row
+
+    def data_batch(self, batch):
+        data, label = batch
+        size = data.shape[2]
+        inputs = {"data": data,
+                  "im_info": np.tile(np.array([[size, data.shape[3], 1.0]], np.float32),
+                                     (data.shape[0], 1))}
+        return mx.io.DataBatch(data=[mx.nd.array(inputs[n]) for n in self.input_names],
+                               label=[mx.nd.array(label)])
+
+    def check_finite(self, losses, epoch, batch):
+        """Stop on a NaN/inf loss or one that grew a thousandfold over the first seen."""
+        total = sum(losses.values())
+        first = self.meta.setdefault("first_loss", total)
+        if math.isfinite(total) and total <= DIVERGENCE_FACTOR * max(first, 1.0):
+            return
+        latest = checkpoint.latest_epoch(self.prefix)
+        kept = ("the last good checkpoint is %s-%04d.params" % (self.prefix, latest)
+                if latest is not None else "no checkpoint was written yet")
+        raise TrainingDiverged("loss %s at epoch %d, batch %d (%s); %s. Lower --lr or add "
+                               "--clip-gradient." % (
+                                   "is not finite" if not math.isfinite(total)
+                                   else "exploded to %.3g" % total, epoch + 1, batch + 1,
+                                   ", ".join("%s %.4g" % kv for kv in losses.items()), kept))
+
+    @staticmethod
+    def current_params(module):
+        """Parameters and BN statistics once every queued operator has run."""
+        mx.nd.waitall()
+        return module.get_params()
+
+    def validate(self, module):
+        arg_params, aux_params = self.current_params(module)
+        result = evaluate_voc(self.model, arg_params, aux_params, self.val_dataset,
+                              batch_size=self.options.batch_size,
+                              num_workers=self.options.data_threads, progress=False)
+        return result["voc07"]["mAP"]
+
+    def save(self, module, epoch):
+        arg_params, aux_params = self.current_params(module)
+        meta = dict(self.meta, epoch=epoch)
+        checkpoint.save(self.prefix, epoch, self.model.symbol(), arg_params, aux_params,
+                        self._optimizer_states(module), meta)
+
+    def append_log(self, row):
+        path = self.prefix + "-log.csv"
+        columns = ["epoch", "lr", "samples_per_sec"] + list(self.loss_names) + ["val_map"]
+        new = not os.path.exists(path)
+        with open(path, "a", newline="") as stream:
+            writer = csv.DictWriter(stream, fieldnames=columns, extrasaction="ignore")
+            if new:
+                writer.writeheader()
+            writer.writerow(row)
+
+
+def _progress(loader, epoch, options):
+    iterable = loader.epoch(epoch)
+    if not options.progress:
+        return iterable
+    from tqdm import tqdm
+    return tqdm(iterable, total=len(loader), desc="epoch %d/%d" % (epoch + 1, options.epochs),
+                unit="batch", leave=False)
