@@ -91,6 +91,8 @@ def test_resume_is_bit_exact(shapes, tmp_path):
                                        *common)) == 0
     prefix = "ssd_mobilenetv2"
     assert_same_params(params_of(str(straight / prefix), 2), params_of(str(resumed / prefix), 2))
+    optimizer_states = [checkpoint.load(str(run / prefix), 2)[2] for run in (straight, resumed)]
+    assert optimizer_states[0] and optimizer_states[0] == optimizer_states[1]
     log = (resumed / (prefix + "-log.csv")).read_text().splitlines()
     assert [row.split(",")[0] for row in log[1:]] == ["1", "2"]
 
