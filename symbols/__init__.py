@@ -11,6 +11,9 @@ BACKBONES = {
     "inceptionv3": InceptionV3,
 }
 
+__all__ = ["BACKBONES", "Backbone", "InceptionV3", "MobileNetV2", "ResNetV1b", "StageSpec",
+           "get_backbone"]
+
 
 def get_backbone(name):
     """Instantiate a registered backbone by name."""

@@ -170,7 +170,8 @@ def training_symbol(backbone, config):
                                 op_type="zoo_proposal_target", num_classes=config["num_classes"],
                                 batch_rois=config["rcnn_batch_rois"],
                                 fg_fraction=config["rcnn_fg_fraction"],
-                                fg_iou=config["rcnn_fg_iou"], box_stds=json.dumps(config["box_stds"]))
+                                fg_iou=config["rcnn_fg_iou"],
+                                box_stds=json.dumps(config["box_stds"]))
         cls_score, bbox_pred = box_predictor(box_head(backbone, feature, sampled[0], config),
                                              config["num_classes"])
         cls_prob = mx.sym.SoftmaxOutput(cls_score, sampled[1], name="rcnn_cls_loss",

@@ -52,7 +52,8 @@ class RPNTarget(mx.operator.CustomOp):
         rng = np.random
         for b in range(batch):
             inside = np.where((anchors[:, 0] >= 0) & (anchors[:, 1] >= 0)
-                              & (anchors[:, 2] < im_info[b, 1]) & (anchors[:, 3] < im_info[b, 0]))[0]
+                              & (anchors[:, 2] < im_info[b, 1])
+                              & (anchors[:, 3] < im_info[b, 0]))[0]
             boxes, _ = ground_truth(label[b], im_info[b])
             if len(boxes) == 0:
                 labels[b, subsample(inside, self.batch_size, rng)] = 0

@@ -53,7 +53,7 @@ def test_unknown_override_field():
 
 
 def test_user_yaml_with_base_and_build(tmp_path):
-    path = write_config(tmp_path, """\
+    write_config(tmp_path, """\
         arch: ssd
         backbone: mobilenetv2
         num_classes: 2

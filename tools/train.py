@@ -20,8 +20,8 @@ from zoo.training import Trainer, TrainingDiverged
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0],
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("--network", required=True,
-                   help="registered model (%s) or a YAML config path" % ", ".join(zoo.list_models()))
+    p.add_argument("--network", required=True, help="registered model (%s) or a YAML config "
+                   "path" % ", ".join(zoo.list_models()))
     p.add_argument("--dataset", choices=KINDS, default="embedded")
     p.add_argument("--data-root", default=os.path.join("output", "shapes"))
     p.add_argument("--train-set", default="train", help="image set / split to train on")
@@ -42,8 +42,8 @@ def parse_args(argv=None):
                    help="local, device, dist_sync, dist_device_sync or dist_async")
     p.add_argument("--pretrained-backbone", action="store_true",
                    help="start the backbone from GluonCV's ImageNet weights in $MXNET_HOME/models")
-    p.add_argument("--freeze", default="",
-                   help="regular expression of parameter names to keep fixed, e.g. '^conv1_|^stage1_'")
+    p.add_argument("--freeze", default="", help="regular expression of parameter names to "
+                   "keep fixed, e.g. '^conv1_|^stage1_'")
     p.add_argument("--resume", default="",
                    help="checkpoint prefix to continue from, or 'auto' for this run's own")
     p.add_argument("--output-dir", default=os.path.join("output", "train"))
@@ -75,8 +75,8 @@ def build_model(args, class_names):
     if config.get("arch") == "faster_rcnn":
         # The training pipeline feeds square images, so the long side equals the short one.
         overrides["max_size"] = overrides.get("data_shape", config.get("data_shape", 600))
-    return zoo.build_model(config, pretrained_backbone=args.pretrained_backbone, **overrides), \
-        overrides
+    model = zoo.build_model(config, pretrained_backbone=args.pretrained_backbone, **overrides)
+    return model, overrides
 
 
 def make_trainer(args):

@@ -10,5 +10,6 @@ from .errors import ConfigError, DataError, PretrainedNotFound
 from .model import DetectionModel, build_model
 from .registry import get_config, get_model, list_models
 
-__all__ = ["ConfigError", "DataError", "DetectionModel", "PretrainedNotFound", "build_model", "get_config",
+__all__ = ["ConfigError", "DataError", "DetectionModel", "PretrainedNotFound", "build_model",
+           "get_config",
            "get_model", "list_models", "load_config"]

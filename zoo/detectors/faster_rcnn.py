@@ -7,6 +7,7 @@ import numpy as np
 
 from symbols import faster_rcnn as symbols
 
+from ..metrics.arrays import to_numpy
 from ..validate import Checker, check_backbone_layer, is_int, is_number
 
 DEFAULTS = {
@@ -61,15 +62,15 @@ LOSS_NAMES = ("rpn_cls_loss", "rpn_box_loss", "rcnn_cls_loss", "rcnn_box_loss")
 def training_losses(outputs):
     """RPN and R-CNN cross-entropies over sampled anchors/ROIs and box losses per sample,
     from the training graph's outputs (NDArrays or numpy arrays)."""
-    rpn_prob, rpn_box, cls_prob, box_loss, rpn_label, rcnn_label = (
-        o.asnumpy() if hasattr(o, "asnumpy") else o for o in outputs)
+    rpn_prob, rpn_box, cls_prob, box_loss, rpn_label, rcnn_label = (to_numpy(o) for o in outputs)
     labels = rpn_label.reshape(rpn_label.shape[0], -1).astype(np.int64)
     probs = rpn_prob.reshape(rpn_prob.shape[0], 2, -1)
     batch, anchor = np.nonzero(labels >= 0)
     rpn_ce = -np.log(probs[batch, labels[batch, anchor], anchor] + 1e-12).mean()
     classes = rcnn_label.astype(np.int64)
     rcnn_ce = -np.log(cls_prob[np.arange(len(classes)), classes] + 1e-12).mean()
-    return {"rpn_cls_loss": float(rpn_ce), "rpn_box_loss": float(rpn_box.sum() / max(len(batch), 1)),
+    return {"rpn_cls_loss": float(rpn_ce),
+            "rpn_box_loss": float(rpn_box.sum() / max(len(batch), 1)),
             "rcnn_cls_loss": float(rcnn_ce), "rcnn_box_loss": float(box_loss.sum() / len(classes))}
 
 
@@ -96,7 +97,8 @@ def check_fields(config):
             is_number(v) and v > 0 for v in values) and len(set(values)) == len(values),
             field, values, "a non-empty list of distinct positive numbers")
     roi = config["roi_size"]
-    check.require(isinstance(roi, list) and len(roi) == 2 and all(is_int(v) and v > 0 for v in roi),
+    check.require(isinstance(roi, list) and len(roi) == 2
+                  and all(is_int(v) and v > 0 for v in roi),
                   "roi_size", roi, "[height, width] of the pooled ROI features")
     check.require(is_number(config["score_threshold"]) and 0 <= config["score_threshold"] < 1,
                   "score_threshold", config["score_threshold"], "a number in [0, 1)")
@@ -107,7 +109,8 @@ def check_fields(config):
 
 def prepare(config, backbone, graph):
     """Validate ``config`` against ``graph`` and resolve ``rpn_layer``: the RPN feature must be
-    the deepest layer at the declared ``rpn_stride``, and ``head_stage`` the stage right after it."""
+    the deepest layer at the declared ``rpn_stride``, and ``head_stage`` the stage right
+    after it."""
     check_fields(config)
     check = Checker(config)
     layer = check_backbone_layer(check, backbone, graph, "rpn_feature", config["rpn_feature"])

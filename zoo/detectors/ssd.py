@@ -5,6 +5,7 @@ import numpy as np
 from symbols import ssd as symbols
 
 from ..graph import effective_stride
+from ..metrics.arrays import to_numpy
 from ..validate import Checker, check_backbone_layer, is_int, is_number
 
 DEFAULTS = {
@@ -45,17 +46,13 @@ LOSS_NAMES = ("cls_loss", "box_loss")
 def training_losses(outputs):
     """Mean cross-entropy over the anchors that count and smooth L1 per positive anchor,
     from the training graph's outputs (NDArrays or numpy arrays)."""
-    cls_prob, loc_loss, cls_target = (np.asarray(_numpy(o)) for o in outputs[:3])
+    cls_prob, loc_loss, cls_target = (to_numpy(o) for o in outputs[:3])
     target = cls_target.astype(np.int64)
     valid = target >= 0
     picked = np.take_along_axis(cls_prob, np.maximum(target, 0)[:, None, :], axis=1)[:, 0]
     positives = max(int((target > 0).sum()), 1)
     return {"cls_loss": float(-np.log(picked[valid] + 1e-12).mean()) if valid.any() else 0.0,
             "box_loss": float(loc_loss.sum() / positives)}
-
-
-def _numpy(array):
-    return array.asnumpy() if hasattr(array, "asnumpy") else array
 
 
 def prepare(config, backbone, graph):
