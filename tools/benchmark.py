@@ -75,10 +75,8 @@ def ours(args):
     model = zoo.get_model(args.network, **overrides)
     shapes = model.input_shapes(args.batch_size)
     arg_params, aux_params = model.init_params(seed=0)
-    inputs = {"data": mx.nd.random.uniform(-1, 1, shapes["data"])}
-    if "im_info" in shapes:
-        height, width = shapes["data"][2:]
-        inputs["im_info"] = mx.nd.array([[height, width, 1.0]] * args.batch_size)
+    data = np.random.RandomState(0).uniform(-1, 1, shapes["data"]).astype(np.float32)
+    inputs = {n: mx.nd.array(a) for n, a in model.input_arrays(data).items()}
     symbol = model.symbol()
     executor = symbol.bind(mx.cpu(), dict(arg_params, **inputs), aux_states=aux_params,
                            grad_req="null")

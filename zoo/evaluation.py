@@ -15,9 +15,8 @@ def predict(model, arg_params, aux_params, dataset, batch_size=8, num_workers=No
     loader = DetectionLoader(dataset, batch_size, ValTransform(
         side, model.config["mean_pixels"], model.config["std_pixels"]), shuffle=False,
         num_workers=num_workers, last_batch="pad")
-    shapes = {name: (batch_size,) + shape[1:] for name, shape in model.input_shapes().items()}
-    if "im_info" in shapes:
-        shapes["data"] = (batch_size, 3, side, side)
+    shapes = {name: array.shape for name, array in
+              model.input_arrays(np.zeros((batch_size, 3, side, side), np.float32)).items()}
     module = mx.mod.Module(model.symbol(), data_names=list(shapes), label_names=None,
                            context=ctx or mx.cpu())
     module.bind(data_shapes=list(shapes.items()), for_training=False)
@@ -28,8 +27,7 @@ def predict(model, arg_params, aux_params, dataset, batch_size=8, num_workers=No
         batches = tqdm(batches, total=len(loader), desc="evaluating", unit="batch")
     results = []
     for batch in batches:
-        inputs = {"data": batch.data,
-                  "im_info": np.tile(np.array([[side, side, 1.0]], np.float32), (batch_size, 1))}
+        inputs = model.input_arrays(batch.data)
         module.forward(mx.io.DataBatch([mx.nd.array(inputs[n]) for n in shapes]), is_train=False)
         detections = module.get_outputs()[0].asnumpy()
         keep = len(batch.indices) - batch.pad
@@ -42,11 +40,10 @@ def detect_image(model, arg_params, aux_params, image, ctx=None):
     side = model.config["data_shape"]
     data, _ = ValTransform(side, model.config["mean_pixels"], model.config["std_pixels"])(
         image, np.zeros((0, 6), np.float32))
-    inputs = {"data": mx.nd.array(data[None]),
-              "im_info": mx.nd.array([[side, side, 1.0]])}
-    names = [n for n in model.symbol().list_arguments() if n in inputs]
-    args = dict(arg_params, **{n: inputs[n].as_in_context(ctx or mx.cpu()) for n in names})
-    executor = model.symbol().bind(ctx or mx.cpu(), args, aux_states=aux_params, grad_req="null")
+    ctx = ctx or mx.cpu()
+    inputs = {n: mx.nd.array(a, ctx=ctx) for n, a in model.input_arrays(data[None]).items()}
+    executor = model.symbol().bind(ctx, dict(arg_params, **inputs), aux_states=aux_params,
+                                   grad_req="null")
     detections = executor.forward(is_train=False)[0].asnumpy()[0]
     return detections[detections[:, 0] >= 0]
 

@@ -56,6 +56,17 @@ class DetectionModel:
         """Shapes of the inference graph's inputs (``data``, and ``im_info`` for Faster R-CNN)."""
         return self.arch.input_shapes(self._config, batch_size)
 
+    def input_arrays(self, data):
+        """The inference and training graphs' inputs for a batch of images ``data``
+        ``(B, 3, H, W)``: ``data`` and, for Faster R-CNN, ``im_info`` marking each whole
+        image as valid."""
+        arrays = {"data": data}
+        if "im_info" in self.input_shapes():
+            height, width = data.shape[2:]
+            arrays["im_info"] = np.tile(np.array([[height, width, 1.0]], np.float32),
+                                        (data.shape[0], 1))
+        return arrays
+
     def train_input_shapes(self, batch_size=1, max_objects=32):
         """Shapes of the training graph's inputs, ``label`` included."""
         return self.arch.train_input_shapes(self._config, batch_size, max_objects)

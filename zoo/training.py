@@ -44,13 +44,12 @@ def lr_scheduler(base_lr, steps_per_epoch, lr_steps, lr_factor, warmup_epochs):
     """Step decay at the given epochs after a linear warm-up, counted in updates."""
     warmup = int(warmup_epochs * steps_per_epoch)
     steps = [max(int(e * steps_per_epoch), warmup + 1) for e in lr_steps]
+    common = dict(base_lr=base_lr, warmup_steps=warmup,
+                  warmup_begin_lr=base_lr * 0.1 if warmup else base_lr)
     if steps:
-        return mx.lr_scheduler.MultiFactorScheduler(
-            steps, factor=lr_factor, base_lr=base_lr, warmup_steps=warmup,
-            warmup_begin_lr=base_lr * 0.1 if warmup else base_lr)
-    return mx.lr_scheduler.FactorScheduler(step=10 ** 9, factor=1.0, base_lr=base_lr,
-                                           warmup_steps=warmup,
-                                           warmup_begin_lr=base_lr * 0.1 if warmup else base_lr)
+        return mx.lr_scheduler.MultiFactorScheduler(steps, factor=lr_factor, **common)
+    # No drops: a factor-1 schedule keeps the warm-up and a constant rate after it.
+    return mx.lr_scheduler.FactorScheduler(step=10 ** 9, factor=1.0, **common)
 
 
 class Trainer:
@@ -60,6 +59,7 @@ class Trainer:
         self.model, self.loader, self.options = model, loader, options
         self.val_dataset = val_dataset
         self.meta = dict(meta or {})
+        self.first_loss = None
         self.prefix = os.path.join(options.output_dir, model.name)
         self.input_names = list(model.input_shapes())
         self.losses_of = model.arch.training_losses
@@ -187,18 +187,16 @@ class Trainer:
 
     def data_batch(self, batch):
         data, label = batch
-        size = data.shape[2]
-        inputs = {"data": data,
-                  "im_info": np.tile(np.array([[size, data.shape[3], 1.0]], np.float32),
-                                     (data.shape[0], 1))}
+        inputs = self.model.input_arrays(data)
         return mx.io.DataBatch(data=[mx.nd.array(inputs[n]) for n in self.input_names],
                                label=[mx.nd.array(label)])
 
     def check_finite(self, losses, epoch, batch):
         """Stop on a NaN/inf loss or one that grew a thousandfold over the first seen."""
         total = sum(losses.values())
-        first = self.meta.setdefault("first_loss", total)
-        if math.isfinite(total) and total <= DIVERGENCE_FACTOR * max(first, 1.0):
+        if self.first_loss is None:
+            self.first_loss = total
+        if math.isfinite(total) and total <= DIVERGENCE_FACTOR * max(self.first_loss, 1.0):
             return
         latest = checkpoint.latest_epoch(self.prefix)
         kept = ("the last good checkpoint is %s-%04d.params" % (self.prefix, latest)
