@@ -88,8 +88,8 @@ def box_predictor(vector, num_classes):
 
 def decode_detections(rois, scores, deltas, im_info, config):
     """Per-class boxes, NMS within each class, the ``max_detections`` best per image:
-    ``(B, max_detections, 6)`` rows ``[class, score, x1, y1, x2, y2]`` normalised to the
-    valid image (class -1 marks empty rows)."""
+    ``(B, min(max_detections, rois x classes), 6)`` rows ``[class, score, x1, y1, x2, y2]``
+    normalised to the valid image (class -1 marks empty rows)."""
     classes = config["num_classes"]
     stds = config["box_stds"]
     prob = mx.sym.softmax(scores, axis=1, name="rcnn_cls_prob")
@@ -123,8 +123,10 @@ def decode_detections(rois, scores, deltas, im_info, config):
     kept = mx.sym.contrib.box_nms(rows, name="rcnn_nms", overlap_thresh=config["nms_threshold"],
                                   valid_thresh=config["score_threshold"], topk=-1, coord_start=2,
                                   score_index=1, id_index=0, force_suppress=False)
-    return mx.sym.slice_axis(kept, axis=1, begin=0, end=config["max_detections"],
-                             name="detection")
+    # Fewer candidate rows than max_detections (few ROIs, few classes) caps the output.
+    candidates = config["rpn_post_nms_top_n_test"] * classes
+    return mx.sym.slice_axis(kept, axis=1, begin=0,
+                             end=min(config["max_detections"], candidates), name="detection")
 
 
 def _features(backbone, config):

@@ -22,12 +22,34 @@ def test_flops_of_a_hand_computed_graph():
     assert count_flops(fc, data=(3, 4, 32, 32)) == 3 * 2 * (conv_macs + fc_macs)
 
 
-def test_benchmark_tool_reports_speed_and_flops():
-    out = subprocess.run(
-        [sys.executable, os.path.join(ROOT, "tools", "benchmark.py"), "--network",
-         "ssd_mobilenetv2_stride8", "--data-shape", "192", "--runs", "1", "--warmup", "0"],
-        capture_output=True, text=True, check=True, env=dict(os.environ, PYTHONPATH=ROOT)).stdout
-    peak_line, ours_line = out.splitlines()[:2]
-    assert "GFLOP/s" in peak_line and float(peak_line.split(":")[1].split()[0]) > 0
-    assert ours_line.startswith("ours: ssd_mobilenetv2_stride8 192x192")
-    assert "img/s" in ours_line and "GFLOPs/img" in ours_line
+def run_benchmark(*flags):
+    return subprocess.run(
+        [sys.executable, os.path.join(ROOT, "tools", "benchmark.py")] + list(flags),
+        capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=ROOT))
+
+
+def test_benchmark_tool_reports_fp32_and_int8_per_batch_size_and_plots(tmp_path):
+    result = run_benchmark("--network", "ssd_mobilenetv2_stride8", "--data-shape", "192",
+                           "--dtypes", "fp32,int8", "--batch-sizes", "1,2", "--runs", "1",
+                           "--warmup", "0", "--plot", str(tmp_path / "speed.png"))
+    assert result.returncode == 0, result.stderr[-2000:]
+    lines = result.stdout.splitlines()
+    peak = lines[0]
+    assert "GFLOP/s" in peak and float(peak.split(":")[1].split()[0]) > 0
+    assert "OMP_NUM_THREADS=%d" % len(os.sched_getaffinity(0)) in peak
+    rows = [line for line in lines if line.startswith("ours ")]
+    assert [row.split(":")[0] for row in rows] == ["ours fp32", "ours int8"] * 2
+    for row, batch in zip(rows, (1, 1, 2, 2)):
+        assert "ssd_mobilenetv2_stride8 192x192" in row and "batch  %d" % batch in row
+        assert float(row.split("img/s")[0].split()[-1]) > 0
+    fp32_gflops, int8_gflops = (float(row.split("GFLOPs/img")[0].split()[-1]) for row in rows[:2])
+    assert fp32_gflops == int8_gflops > 0
+    assert os.path.getsize(tmp_path / "speed.png") > 0
+
+
+def test_benchmark_refuses_bad_flags():
+    for flags in (["--network", "ssd_resnet50", "--dtypes", "fp16"],
+                  ["--network", "ssd_resnet50", "--batch-sizes", "0"],
+                  ["--checkpoint", "x", "--dtypes", "int8"]):
+        result = run_benchmark(*flags)
+        assert result.returncode == 2 and "error:" in result.stderr

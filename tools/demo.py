@@ -18,7 +18,8 @@ from zoo.visualize import draw_detections, save_png
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0],
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("--checkpoint", required=True, help="checkpoint prefix")
+    p.add_argument("--checkpoint", required=True,
+                   help="checkpoint prefix (fp32, or int8 from tools/quantize.py)")
     p.add_argument("--epoch", type=int, default=None)
     p.add_argument("--image", required=True, help="image file (JPEG or PNG)")
     p.add_argument("--threshold", type=float, default=0.5, help="lowest score drawn")
@@ -30,7 +31,8 @@ def draw(checkpoint_prefix, image_path, output, threshold=0.5, epoch=None):
     """Detect on ``image_path`` and write the drawing to ``output``; returns the detections."""
     model, arg_params, aux_params, _ = checkpoint.load_model(checkpoint_prefix, epoch)
     image = read_image(image_path)
-    detections = detect_image(model, arg_params, aux_params, image)
+    detections = detect_image(model, arg_params, aux_params, image,
+                              symbol=checkpoint.load_symbol(checkpoint_prefix))
     names = model.config["class_names"] or [str(i) for i in range(model.config["num_classes"])]
     save_png(output, draw_detections(image, detections, names, score_threshold=threshold))
     return detections

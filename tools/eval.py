@@ -20,7 +20,8 @@ from zoo.evaluation import coco_scores, predict, voc_scores
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0],
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("--checkpoint", required=True, help="checkpoint prefix, e.g. out/ssd_resnet50")
+    p.add_argument("--checkpoint", required=True, help="checkpoint prefix, e.g. out/ssd_resnet50 "
+                   "(fp32, or int8 from tools/quantize.py)")
     p.add_argument("--epoch", type=int, default=None, help="default: the newest complete one")
     p.add_argument("--dataset", choices=KINDS, default="embedded")
     p.add_argument("--data-root", default=os.path.join("output", "shapes"))
@@ -49,9 +50,11 @@ def evaluate(args):
     model, arg_params, aux_params, meta = checkpoint.load_model(args.checkpoint, args.epoch)
     dataset = open_dataset(args.dataset, args.data_root, args.split, args.skip_bad)
     detections = predict(model, arg_params, aux_params, dataset, batch_size=args.batch_size,
-                         num_workers=args.data_threads, progress=args.progress)
+                         num_workers=args.data_threads, progress=args.progress,
+                         symbol=checkpoint.load_symbol(args.checkpoint))
     output = args.output or "%s-eval-%s.json" % (args.checkpoint, args.split)
     results = {"checkpoint": args.checkpoint, "epoch": meta["epoch"], "images": len(dataset),
+               "quantization": meta.get("quantization"),
                "voc": voc_scores(dataset, detections),
                "coco": coco_scores(dataset, detections,
                                    results_json=os.path.splitext(output)[0] + "-detections.json")}
@@ -67,8 +70,10 @@ def main(argv=None):
     except (ConfigError, DataError, FileNotFoundError) as err:
         print("eval.py: error: %s" % err, file=sys.stderr)
         return 1
-    print("%d images of %s/%s, epoch %d" % (results["images"], args.data_root, args.split,
-                                           results["epoch"]))
+    print("%d images of %s/%s, epoch %d%s" % (
+        results["images"], args.data_root, args.split, results["epoch"],
+        ", int8 (%s calibration)" % results["quantization"]["calib_mode"]
+        if results["quantization"] else ""))
     print(format_table(dataset.class_names, results["voc"]))
     coco = results["coco"]
     print("COCO AP %.4f  AP50 %.4f  AP75 %.4f" % (coco["AP"], coco["AP50"], coco["AP75"]))

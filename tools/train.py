@@ -4,6 +4,8 @@
 Example, the embedded shapes dataset:
     python tools/train.py --network ssd_mobilenetv2 --dataset embedded \\
         --data-root output/shapes --data-shape 256 --epochs 10 --output-dir output/train
+On two workers of a parameter-server cluster (see tools/launch.py):
+    python tools/launch.py -n 2 -- python tools/train.py ... --kv-store dist_sync
 """
 import argparse
 import logging
@@ -13,8 +15,12 @@ import sys
 import zoo
 from zoo.data import DetectionLoader, TrainTransform
 from zoo.data.factory import KINDS, open_dataset
+from zoo.distributed import ClusterError, create_dist_kvstore, is_distributed
 from zoo.errors import ConfigError, DataError, PretrainedNotFound
 from zoo.training import Trainer, TrainingDiverged
+
+LOG = logging.getLogger("zoo.train")
+LOG_FORMAT = "%(asctime)s %(message)s"
 
 
 def parse_args(argv=None):
@@ -27,9 +33,14 @@ def parse_args(argv=None):
     p.add_argument("--train-set", default="train", help="image set / split to train on")
     p.add_argument("--val-set", default="val", help="split to validate on ('' for none)")
     p.add_argument("--data-shape", type=int, default=None, help="input side (default: config's)")
-    p.add_argument("--batch-size", type=int, default=16)
+    p.add_argument("--batch-size", type=int, default=16,
+                   help="samples per step of this process, split over its --ctx devices; N "
+                        "dist workers take N x this per step")
     p.add_argument("--epochs", type=int, default=10)
-    p.add_argument("--lr", type=float, default=0.01, help="base learning rate")
+    p.add_argument("--lr", type=float, default=0.01,
+                   help="base learning rate of a step; gradients are averaged over devices "
+                        "and dist_sync workers, so N workers with --batch-size B train like "
+                        "one with N x B at the same --lr")
     p.add_argument("--lr-steps", default="", help="comma-separated epochs at which lr drops")
     p.add_argument("--lr-factor", type=float, default=0.1, help="lr multiplier at each step")
     p.add_argument("--warmup-epochs", type=float, default=0.0, help="linear warm-up length")
@@ -39,7 +50,11 @@ def parse_args(argv=None):
     p.add_argument("--clip-gradient", type=float, default=None)
     p.add_argument("--ctx", default="cpu", help="'cpu' or 'gpu0,1,...'")
     p.add_argument("--kv-store", default="local",
-                   help="local, device, dist_sync, dist_device_sync or dist_async")
+                   help="local, device, dist_sync, dist_device_sync or dist_async; dist_* "
+                        "runs under tools/launch.py, each worker on its rank's shard of the data")
+    p.add_argument("--connect-timeout", type=float, default=None,
+                   help="seconds a dist worker waits for its cluster before it fails "
+                        "(default: $ZOO_CONNECT_TIMEOUT, else 120)")
     p.add_argument("--pretrained-backbone", action="store_true",
                    help="start the backbone from GluonCV's ImageNet weights in $MXNET_HOME/models")
     p.add_argument("--freeze", default="", help="regular expression of parameter names to "
@@ -57,6 +72,11 @@ def parse_args(argv=None):
                    help="no IoU-constrained random crop in the augmentation")
     p.add_argument("--skip-bad", action="store_true",
                    help="skip bad annotations/images with a warning instead of stopping")
+    p.add_argument("--memory-saving", action="store_true",
+                   help="keep few activations and recompute the others in backward, "
+                        "segment by segment (zoo.memory); same losses and gradients. "
+                        "ssd_resnet101, batch 8 at 512: about half the peak memory for about "
+                        "1.2x the step time (tools/benchmark_memory.py)")
     p.add_argument("--no-progress", dest="progress", action="store_false",
                    help="no progress bar (log lines only)")
     args = p.parse_args(argv)
@@ -79,11 +99,13 @@ def build_model(args, class_names):
     return model, overrides
 
 
-def make_trainer(args):
-    """Everything ``main`` runs, built from the parsed flags."""
+def make_trainer(args, kvstore=None):
+    """Everything ``main`` runs, built from the parsed flags; with a dist ``kvstore`` this
+    worker trains on its rank's shard and only rank 0 validates."""
+    rank, num_workers = (kvstore.rank, kvstore.num_workers) if kvstore is not None else (0, 1)
     train_set = open_dataset(args.dataset, args.data_root, args.train_set, args.skip_bad)
     val_set = (open_dataset(args.dataset, args.data_root, args.val_set, args.skip_bad)
-               if args.val_set else None)
+               if args.val_set and rank == 0 else None)
     model, overrides = build_model(args, train_set.class_names)
     config = model.config
     transform = TrainTransform(config["data_shape"], config["mean_pixels"], config["std_pixels"],
@@ -91,22 +113,51 @@ def make_trainer(args):
                                **({} if args.crop else {"min_ious": (None,)}))
     max_objects = max(1, max(len(r.class_ids) for r in train_set.records))
     loader = DetectionLoader(train_set, args.batch_size, transform, shuffle=True, seed=args.seed,
-                             num_workers=args.data_threads, max_objects=max_objects)
+                             num_workers=args.data_threads, max_objects=max_objects,
+                             num_shards=num_workers, shard_index=rank)
     meta = {"network": args.network, "overrides": overrides, "seed": args.seed,
             "args": {k: v for k, v in vars(args).items() if k != "resume"}}
-    return Trainer(model, loader, args, val_dataset=val_set, meta=meta)
+    if kvstore is not None:
+        LOG.info("%s worker rank %d of %d: %d of %d samples, %d steps per epoch, %d samples "
+                 "per step in all", kvstore.type, rank, num_workers,
+                 len(train_set) // num_workers, len(train_set), len(loader),
+                 args.batch_size * num_workers)
+    return Trainer(model, loader, args, val_dataset=val_set, meta=meta, kvstore=kvstore)
+
+
+def log_to_worker_file(output_dir, rank):
+    """Send this worker's log to ``<output_dir>/worker-<rank>.log``; only warnings and errors
+    still reach the console. Returns the file's path."""
+    os.makedirs(output_dir, exist_ok=True)
+    path = os.path.join(output_dir, "worker-%d.log" % rank)
+    root = logging.getLogger()
+    for handler in root.handlers:
+        handler.setLevel(logging.WARNING)
+    handler = logging.FileHandler(path)
+    handler.setFormatter(logging.Formatter(LOG_FORMAT))
+    root.addHandler(handler)
+    return path
 
 
 def main(argv=None):
     args = parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
+    kvstore, log_path = None, None
     try:
-        trainer = make_trainer(args)
+        if is_distributed(args.kv_store):
+            kvstore = create_dist_kvstore(args.kv_store, args.connect_timeout)
+            if kvstore.rank != 0:
+                log_path = log_to_worker_file(args.output_dir, kvstore.rank)
+        trainer = make_trainer(args, kvstore)
         trainer.fit()
-    except (ConfigError, DataError, PretrainedNotFound, TrainingDiverged, FileNotFoundError) as err:
+    except (ConfigError, DataError, PretrainedNotFound, TrainingDiverged, FileNotFoundError,
+            ClusterError) as err:
         print("train.py: error: %s" % err, file=sys.stderr)
         return 1
-    print("checkpoints and log in %s" % os.path.abspath(args.output_dir))
+    if log_path:
+        print("worker rank %d: log in %s" % (kvstore.rank, os.path.abspath(log_path)))
+    else:
+        print("checkpoints and log in %s" % os.path.abspath(args.output_dir))
     return 0
 
 

@@ -3,7 +3,9 @@
 A checkpoint of epoch N is ``PREFIX-symbol.json`` (the inference graph, so
 ``mx.model.load_checkpoint`` deploys it), ``PREFIX-NNNN.params``, the optimizer
 state ``PREFIX-NNNN.states`` and ``PREFIX-NNNN.json`` (how to rebuild the model
-and resume). Each file is written to a temporary name and renamed; the JSON is
+and resume). A quantized checkpoint (``tools/quantize.py``) has the int8 graph
+as its symbol, no optimizer state, and its calibration under ``quantization``
+in the JSON. Each file is written to a temporary name and renamed; the JSON is
 written last, so a checkpoint without it is incomplete and never loaded. A run
 killed while saving leaves the previous checkpoint intact.
 """
@@ -92,6 +94,14 @@ def load_params(path):
     arg_params = {k[4:]: v for k, v in saved.items() if k.startswith("arg:")}
     aux_params = {k[4:]: v for k, v in saved.items() if k.startswith("aux:")}
     return arg_params, aux_params
+
+
+def load_symbol(prefix):
+    """The inference graph a checkpoint deploys (fp32, or int8 if quantized)."""
+    path = prefix + "-symbol.json"
+    if not os.path.exists(path):
+        raise FileNotFoundError("no inference graph %s" % path)
+    return mx.sym.load(path)
 
 
 def load_model(prefix, epoch=None):

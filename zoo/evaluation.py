@@ -1,50 +1,48 @@
 """Running a detector over a dataset and scoring it: VOC07 11-point and area mAP,
 COCO AP through pycocotools."""
-import mxnet as mx
 import numpy as np
 
 from .data import DetectionLoader, ValTransform
+from .deploy import Predictor
 from .metrics import VOCMeanAP, coco_detections, coco_eval, coco_ground_truth
 
 
+def val_transform(model):
+    """The model's inference preprocessing: resize to its data shape and normalise."""
+    config = model.config
+    return ValTransform(config["data_shape"], config["mean_pixels"], config["std_pixels"])
+
+
 def predict(model, arg_params, aux_params, dataset, batch_size=8, num_workers=None,
-            progress=True, ctx=None):
+            progress=True, ctx=None, symbol=None):
     """Detections for every image of ``dataset``, in order: a list of ``(N, 6)`` arrays of
-    rows ``[class, score, x1, y1, x2, y2]`` normalised to the image, padding rows removed."""
-    side = model.config["data_shape"]
-    loader = DetectionLoader(dataset, batch_size, ValTransform(
-        side, model.config["mean_pixels"], model.config["std_pixels"]), shuffle=False,
-        num_workers=num_workers, last_batch="pad")
-    shapes = {name: array.shape for name, array in
-              model.input_arrays(np.zeros((batch_size, 3, side, side), np.float32)).items()}
-    module = mx.mod.Module(model.symbol(), data_names=list(shapes), label_names=None,
-                           context=ctx or mx.cpu())
-    module.bind(data_shapes=list(shapes.items()), for_training=False)
-    module.set_params(arg_params, aux_params, allow_missing=False, allow_extra=True)
+    rows ``[class, score, x1, y1, x2, y2]`` normalised to the image, padding rows removed.
+
+    ``symbol`` is the graph to run (e.g. a checkpoint's quantized one); by default the
+    model's inference graph."""
+    loader = DetectionLoader(dataset, batch_size, val_transform(model), shuffle=False,
+                             num_workers=num_workers, last_batch="pad")
+    predictor = Predictor(model.symbol() if symbol is None else symbol, arg_params, aux_params,
+                          ctx)
     batches = loader.epoch(0)
     if progress:
         from tqdm import tqdm
         batches = tqdm(batches, total=len(loader), desc="evaluating", unit="batch")
     results = []
     for batch in batches:
-        inputs = model.input_arrays(batch.data)
-        module.forward(mx.io.DataBatch([mx.nd.array(inputs[n]) for n in shapes]), is_train=False)
-        detections = module.get_outputs()[0].asnumpy()
+        detections = predictor(**model.input_arrays(batch.data))[0].asnumpy()
         keep = len(batch.indices) - batch.pad
         results.extend(d[d[:, 0] >= 0] for d in detections[:keep])
     return results
 
 
-def detect_image(model, arg_params, aux_params, image, ctx=None):
-    """Detections ``(N, 6)`` (normalised boxes, padding removed) on one RGB uint8 image."""
-    side = model.config["data_shape"]
-    data, _ = ValTransform(side, model.config["mean_pixels"], model.config["std_pixels"])(
-        image, np.zeros((0, 6), np.float32))
-    ctx = ctx or mx.cpu()
-    inputs = {n: mx.nd.array(a, ctx=ctx) for n, a in model.input_arrays(data[None]).items()}
-    executor = model.symbol().bind(ctx, dict(arg_params, **inputs), aux_states=aux_params,
-                                   grad_req="null")
-    detections = executor.forward(is_train=False)[0].asnumpy()[0]
+def detect_image(model, arg_params, aux_params, image, ctx=None, symbol=None):
+    """Detections ``(N, 6)`` (normalised boxes, padding removed) on one RGB uint8 image;
+    ``symbol`` as for :func:`predict`."""
+    data, _ = val_transform(model)(image, np.zeros((0, 6), np.float32))
+    predictor = Predictor(model.symbol() if symbol is None else symbol, arg_params, aux_params,
+                          ctx)
+    detections = predictor(**model.input_arrays(data[None]))[0].asnumpy()[0]
     return detections[detections[:, 0] >= 0]
 
 

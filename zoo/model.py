@@ -6,7 +6,7 @@ import numpy as np
 
 import symbols
 
-from . import pretrained
+from . import deploy, pretrained
 from .config import resolve
 from .detectors import ARCHITECTURES
 from .graph import BackboneGraph
@@ -125,11 +125,16 @@ class DetectionModel:
             self.aux_params.update({k: v.as_in_context(ctx) for k, v in aux.items()})
         return self.arg_params, self.aux_params
 
-    def export(self, prefix, epoch=0):
+    def export(self, prefix, epoch=0, fused=True):
         """Write ``prefix-symbol.json`` (inference graph) and ``prefix-%04d.params`` in MXNet's
-        checkpoint format; initialises parameters first if none are set."""
+        checkpoint format; initialises parameters first if none are set.
+
+        ``fused`` writes the graph with MKL-DNN's fused operators (see :mod:`zoo.deploy`),
+        which loads only in MXNet builds with MKL-DNN; ``fused=False`` writes the portable
+        graph (e.g. for GPUs)."""
         if self.arg_params is None:
             self.init_params()
-        mx.model.save_checkpoint(prefix, epoch, self.symbol(), self.arg_params, self.aux_params,
+        symbol = deploy.fuse(self.symbol()) if fused else self.symbol()
+        mx.model.save_checkpoint(prefix, epoch, symbol, self.arg_params, self.aux_params,
                                  remove_amp_cast=False)
         return "%s-symbol.json" % prefix, "%s-%04d.params" % (prefix, epoch)

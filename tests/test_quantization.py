@@ -1,0 +1,201 @@
+"""Deployed graphs: MKL-DNN fusion computes what the plain graph does, fused exports load,
+and int8 quantization tracks fp32 and runs on every detector."""
+import json
+import os
+import subprocess
+import sys
+
+import mxnet as mx
+import numpy as np
+import pytest
+
+import zoo
+from zoo.deploy import Predictor, fuse
+from zoo.quantization import calibration_iter, int8_layers, quantize
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SMALL_RCNN = dict(data_shape=160, max_size=192, rpn_pre_nms_top_n_test=200,
+                  rpn_post_nms_top_n_test=8, roi_size=[8, 8])
+SMALL_SSD_SHAPES = {"ssd_resnet50": 300, "ssd_resnet101": 300, "ssd_inceptionv3": 300,
+                    "ssd_mobilenetv2": 192, "ssd_mobilenetv2_stride8": 192}
+
+
+def small_model(name):
+    overrides = dict(SMALL_RCNN) if name.startswith("faster_rcnn") else {
+        "data_shape": SMALL_SSD_SHAPES[name]}
+    return zoo.get_model(name, num_classes=3, **overrides)
+
+
+def images(model, batch_size, seed):
+    shape = model.input_shapes(batch_size)["data"]
+    return np.random.RandomState(seed).uniform(-2, 2, shape).astype(np.float32)
+
+
+def ssd_heads(model):
+    """The SSD graph up to its class and box predictions (before NMS, so outputs compare
+    element by element)."""
+    internals = model.symbol().get_internals()
+    return mx.sym.Group([internals["cls_concat_output"], internals["loc_concat_output"]])
+
+
+def run(symbol, model, arg_params, aux_params, data):
+    return [o.asnumpy() for o in Predictor(symbol, arg_params, aux_params)(
+        **model.input_arrays(data))]
+
+
+@pytest.fixture(scope="module")
+def stride8():
+    model = small_model("ssd_mobilenetv2_stride8")
+    arg_params, aux_params = model.init_params(seed=0)
+    return model, arg_params, aux_params
+
+
+def test_fused_graph_computes_what_the_plain_graph_does(stride8, monkeypatch):
+    model, arg_params, aux_params = stride8
+    heads = ssd_heads(model)
+    fused = fuse(heads)
+    assert "_sg_mkldnn_conv" in fused.tojson() and "_sg_mkldnn_conv" not in heads.tojson()
+    data = images(model, 2, seed=1)
+    # Without this the executor would fuse the plain graph itself at bind time.
+    monkeypatch.setenv("MXNET_SUBGRAPH_BACKEND", "NONE")
+    plain = run(heads, model, arg_params, aux_params, data)
+    monkeypatch.delenv("MXNET_SUBGRAPH_BACKEND")
+    for want, got in zip(plain, run(fused, model, arg_params, aux_params, data)):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
+
+
+def test_fused_export_loads_and_detects_the_same(stride8, tmp_path):
+    model, arg_params, aux_params = stride8
+    model.arg_params, model.aux_params = arg_params, aux_params
+    model.export(str(tmp_path / "fused"))
+    model.export(str(tmp_path / "plain"), fused=False)
+    data = images(model, 1, seed=2)
+    loaded = {kind: mx.model.load_checkpoint(str(tmp_path / kind), 0)
+              for kind in ("fused", "plain")}
+    assert loaded["plain"][0].tojson() == model.symbol().tojson()
+    assert "_sg_mkldnn_conv" in loaded["fused"][0].tojson()
+    fused, plain = (run(*loaded[kind][:1], model, *loaded[kind][1:], data)[0][0]
+                    for kind in ("fused", "plain"))
+    kept = plain[:, 0] >= 0
+    assert kept.any()
+    np.testing.assert_allclose(fused[kept], plain[kept], atol=1e-4)
+
+
+def relative_error(got, want):
+    """Root-mean-square error relative to the reference's root mean square."""
+    return np.sqrt(np.mean((got - want) ** 2) / np.mean(want ** 2))
+
+
+def test_int8_heads_track_fp32_and_calibration_matters(stride8):
+    """Calibrated on some images, the int8 graph's predictions on others stay within a few
+    percent of fp32's; a calibration far off the data's range does much worse."""
+    model, arg_params, aux_params = stride8
+    heads = ssd_heads(model)
+
+    def calibrated_on(data):
+        calib = mx.io.NDArrayIter({"data": mx.nd.array(data)}, batch_size=2)
+        symbol, q_args, q_aux = quantize(heads, arg_params, aux_params, calib, "naive")
+        return symbol, q_args, q_aux
+
+    symbol, q_args, q_aux = calibrated_on(images(model, 4, seed=3))
+    assert len(int8_layers(symbol)) == len([n for n in heads.list_arguments()
+                                            if n.endswith("_weight")])
+    test = images(model, 2, seed=4)
+    fp32 = run(heads, model, arg_params, aux_params, test)
+    int8 = run(symbol, model, q_args, q_aux, test)
+    errors = [relative_error(got, want) for got, want in zip(int8, fp32)]
+    assert max(errors) < 0.1, errors
+    tiny = calibrated_on(images(model, 4, seed=3) * 1e-3)
+    worse = [relative_error(got, want) for got, want in zip(run(tiny[0], model, *tiny[1:], test),
+                                                             fp32)]
+    assert min(worse) > 3 * max(errors), (worse, errors)
+
+
+@pytest.mark.parametrize("name", sorted(zoo.list_models()))
+def test_every_detector_quantizes_and_runs_in_int8(name, tmp_path):
+    model = small_model(name)
+    arg_params, aux_params = model.init_params(seed=0)
+    data = images(model, 1, seed=5)
+    calib = mx.io.NDArrayIter({k: mx.nd.array(v) for k, v in model.input_arrays(data).items()},
+                              batch_size=1)
+    symbol, q_args, q_aux = quantize(model.symbol(), arg_params, aux_params, calib, "naive")
+    layers = int8_layers(symbol)
+    assert len(layers) >= 20, layers
+    fp32 = run(model.symbol(), model, arg_params, aux_params, data)[0]
+    int8 = run(symbol, model, q_args, q_aux, data)[0]
+    assert int8.shape == fp32.shape and np.isfinite(int8).all()
+    found = int8[0][int8[0][:, 0] >= 0]
+    assert np.all((found[:, 2:] >= 0) & (found[:, 2:] <= 1))
+    assert set(found[:, 0].astype(int)) <= set(range(model.config["num_classes"]))
+
+
+def test_calibration_batches_come_from_the_dataset_in_order(stride8, tmp_path):
+    from zoo.data import VOCDataset, embedded
+    from zoo.evaluation import val_transform
+
+    model = stride8[0]
+    root = embedded.generate(str(tmp_path / "shapes"), seed=1, num_train=6, num_val=1,
+                             image_size=96)
+    dataset = VOCDataset(root, "train")
+    calib = calibration_iter(model, dataset, batch_size=2, num_batches=2, num_workers=1)
+    batches = [batch.data[0].asnumpy() for batch in calib]
+    assert len(batches) == 2 and batches[0].shape == (2, 3, 192, 192)
+    image, label = dataset[2]
+    np.testing.assert_allclose(batches[1][0], val_transform(model)(image, label)[0], atol=1e-5)
+    with pytest.raises(ValueError, match="at least one batch"):
+        calibration_iter(model, dataset, batch_size=8)
+
+
+def test_unknown_calibration_mode_is_refused(stride8):
+    model, arg_params, aux_params = stride8
+    calib = mx.io.NDArrayIter({"data": mx.nd.array(images(model, 1, 0))}, batch_size=1)
+    with pytest.raises(ValueError, match="naive, entropy"):
+        quantize(model.symbol(), arg_params, aux_params, calib, "minmax")
+
+
+def tool(name, *flags):
+    """Run ``tools/<name>.py`` with ``flags``; returns its stdout (it must succeed)."""
+    result = subprocess.run([sys.executable, os.path.join(ROOT, "tools", name + ".py")]
+                            + [str(f) for f in flags], capture_output=True, text=True,
+                            env=dict(os.environ, PYTHONPATH=ROOT))
+    assert result.returncode == 0, result.stderr[-2000:]
+    return result.stdout
+
+
+def test_quantize_tool_writes_a_checkpoint_that_eval_demo_and_benchmark_take(tmp_path):
+    from zoo import checkpoint
+    from zoo.data import embedded
+
+    root = embedded.generate(str(tmp_path / "shapes"), seed=1, num_train=8, num_val=4,
+                             image_size=192)
+    data = ["--dataset", "voc", "--data-root", root]
+    tool("train", "--network", "ssd_mobilenetv2_stride8", *data, "--data-shape", 192,
+         "--batch-size", 4, "--epochs", 1, "--no-progress", "--val-set", "",
+         "--output-dir", tmp_path / "train")
+    fp32 = str(tmp_path / "train" / "ssd_mobilenetv2_stride8")
+    out = tool("quantize", "--checkpoint", fp32, *data, "--calib-batches", 2,
+               "--batch-size", 2, "--calib-mode", "naive")
+    int8 = fp32 + "-int8"
+    assert "checkpoint written to %s" % int8 in out
+    _, _, states, meta = checkpoint.load(int8)
+    assert states is None and meta["quantization"]["calib_images"] == 4
+    assert meta["quantization"]["int8_layers"] == len(int8_layers(checkpoint.load_symbol(int8)))
+    scores = {}
+    for prefix in (fp32, int8):
+        out = tool("eval", "--checkpoint", prefix, *data, "--split", "val", "--no-progress",
+                   "--output", prefix + ".json")
+        assert ("int8 (naive calibration)" in out) == (prefix == int8)
+        with open(prefix + ".json") as stream:
+            scores[prefix] = json.load(stream)["voc"]["voc07"]["mAP"]
+    assert all(0 <= s <= 1 for s in scores.values())
+    image = os.path.join(root, "JPEGImages", sorted(os.listdir(os.path.join(
+        root, "JPEGImages")))[0])
+    assert "drawn to" in tool("demo", "--checkpoint", int8, "--image", image,
+                              "--output", tmp_path / "int8.png")
+    assert os.path.getsize(tmp_path / "int8.png") > 0
+    lines = tool("benchmark", "--checkpoint", int8, "--runs", 1, "--warmup", 0).splitlines()
+    assert lines[1].startswith("ours int8: ssd_mobilenetv2_stride8-int8 192x192 batch  1")
+    again = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "quantize.py"),
+                            "--checkpoint", int8] + data, capture_output=True, text=True,
+                           env=dict(os.environ, PYTHONPATH=ROOT))
+    assert again.returncode == 1 and "already int8" in again.stderr
