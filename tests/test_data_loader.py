@@ -152,3 +152,23 @@ def test_training_pipeline_end_to_end(tmp_path):
         assert label.shape == (4, embedded.MAX_OBJECTS, 6)
         real = label[label[:, :, 0] >= 0]
         assert len(real) >= 4 and np.all((real[:, 1:5] >= 0) & (real[:, 1:5] <= 1))
+
+
+def test_batches_hold_exactly_each_samples_transform(tmp_path):
+    root = embedded.generate(str(tmp_path / "shapes"), num_train=7, num_val=1, image_size=96)
+    dataset, transform = VOCDataset(root, "train"), TrainTransform(64)
+    loader = DetectionLoader(dataset, 3, transform, seed=5, num_workers=2, last_batch="pad")
+    for batch in loader.epoch(1):
+        assert batch.data.shape == (3, 3, 64, 64) and batch.data.flags.c_contiguous
+        for row, index in enumerate(batch.indices):
+            image, label = dataset[index]
+            data, label = transform(image, label, np.random.RandomState([5, 1, index]))
+            np.testing.assert_array_equal(batch.data[row], data)
+            np.testing.assert_array_equal(batch.label[row, :len(label)], label)
+
+
+def test_samples_of_different_shapes_are_an_error():
+    def ragged(image, label, rng):
+        return np.zeros((1 + image[0, 0, 0] % 2, 2), dtype=np.float32), label
+    with pytest.raises(ValueError, match=r"a sample's data is \(\d, 2\) but the batch's first"):
+        run_epoch(DetectionLoader(NumberedDataset(4), 2, ragged, shuffle=False), 0)

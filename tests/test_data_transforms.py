@@ -1,4 +1,5 @@
 """Training and validation transforms: box invariants, flips, crops, reproducibility."""
+import cv2
 import numpy as np
 import pytest
 
@@ -114,3 +115,33 @@ def test_colour_jitter_stays_in_range():
         assert out.dtype == np.float32 and out.min() >= 0 and out.max() <= 255
         changed += not np.allclose(out, image, atol=1e-3)
     assert changed >= 15
+
+
+def reference_jitter(image, rng):
+    """SSD's photometric distortion written plainly in float32, every step on every pixel:
+    the specification the table- and matrix-based jitter_colour must match."""
+    image = image.astype(np.float32)
+    if rng.uniform() < 0.5:
+        image += rng.uniform(-32, 32)
+    contrast_first = rng.uniform() < 0.5
+    contrast = rng.uniform(0.5, 1.5) if rng.uniform() < 0.5 else 1.0
+    saturation = rng.uniform(0.5, 1.5) if rng.uniform() < 0.5 else 1.0
+    hue = rng.uniform(-18, 18) if rng.uniform() < 0.5 else 0.0
+    if contrast_first:
+        image *= contrast
+    hsv = cv2.cvtColor(np.clip(image, 0, 255) / 255, cv2.COLOR_RGB2HSV)
+    hsv[:, :, 1] = np.clip(hsv[:, :, 1] * saturation, 0, 1)
+    hsv[:, :, 0] = (hsv[:, :, 0] + hue) % 360
+    image = cv2.cvtColor(hsv, cv2.COLOR_HSV2RGB) * 255
+    return image if contrast_first else np.clip(image * contrast, 0, 255)
+
+
+def test_colour_jitter_matches_the_plain_float_steps():
+    image = np.random.RandomState(4).randint(0, 256, size=(32, 40, 3)).astype(np.uint8)
+    for seed in range(100):  # every branch: with and without HSV, each clip, hue wrapping
+        expected = reference_jitter(image, np.random.RandomState(seed))
+        from_uint8 = jitter_colour(image, np.random.RandomState(seed))
+        from_float = jitter_colour(image.astype(np.float32), np.random.RandomState(seed))
+        assert from_uint8.dtype == np.float32 and from_uint8.shape == image.shape
+        np.testing.assert_allclose(from_uint8, expected, atol=0.01)
+        np.testing.assert_allclose(from_float, from_uint8, atol=1e-3)

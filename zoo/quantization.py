@@ -7,7 +7,6 @@ int8 histogram closest to fp32's in KL divergence (``entropy``). Operators
 with no int8 kernel (anchors, detection, proposals, ROIAlign) run in fp32.
 """
 import json
-import logging
 
 import mxnet as mx
 import numpy as np
@@ -18,14 +17,10 @@ from .deploy import MKLDNN, mkldnn_available
 
 CALIB_MODES = ("naive", "entropy")
 
-FP32_OPERATORS = ("Flatten", "Concat", "transpose", "Reshape", "softmax", "Pooling")
+FP32_OPERATORS = ("Flatten", "Concat", "transpose", "Reshape", "softmax")
 """Operators kept in fp32 in every model. The prediction heads' reshaping and
 concatenation feed the fp32 detection operator: int8 versions would only add
-a quantize/dequantize pair per head. Average pooling in Faster R-CNN's box head
-averages an int8 map into the class and box layers, where int8 costs accuracy
-for no speed."""
-
-LOG = logging.getLogger("zoo.quantization")
+a quantize/dequantize pair per head."""
 
 
 def calibration_iter(model, dataset, batch_size=8, num_batches=5, num_workers=None):
