@@ -220,7 +220,7 @@ def main(argv=None):
     model, subjects = our_subjects(args)
     reference = None
     if args.compare:
-        network = args.network or checkpoint.load(args.checkpoint)[3]["network"]
+        network = args.network or model.name
         reference = gluoncv_subject(network, model, model.config["num_classes"])
         subjects.append(reference)
     rates = {subject.label: [] for subject in subjects}
