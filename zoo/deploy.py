@@ -38,12 +38,13 @@ class Predictor:
     def __init__(self, symbol, arg_params, aux_params, ctx=None):
         self.symbol = symbol
         self.ctx = ctx or mx.cpu()
-        self.input_names = [n for n in symbol.list_arguments() if n not in arg_params]
+        arguments, auxiliary = symbol.list_arguments(), set(symbol.list_auxiliary_states())
+        self.input_names = [n for n in arguments if n not in arg_params]
         self.arg_params = {k: v.as_in_context(self.ctx) for k, v in arg_params.items()
-                           if k in symbol.list_arguments()}
+                           if k in arguments}
         self.aux_params = {k: v.as_in_context(self.ctx) for k, v in aux_params.items()
-                           if k in symbol.list_auxiliary_states()}
-        missing = set(symbol.list_auxiliary_states()) - set(self.aux_params)
+                           if k in auxiliary}
+        missing = auxiliary - set(self.aux_params)
         if missing:
             raise ValueError("no values for the graph's auxiliary states %s"
                              % ", ".join(sorted(missing)))

@@ -13,6 +13,11 @@ def val_transform(model):
     return ValTransform(config["data_shape"], config["mean_pixels"], config["std_pixels"])
 
 
+def model_predictor(model, arg_params, aux_params, ctx=None, symbol=None):
+    """A :class:`Predictor` of ``symbol``, by default the model's inference graph."""
+    return Predictor(model.symbol() if symbol is None else symbol, arg_params, aux_params, ctx)
+
+
 def predict(model, arg_params, aux_params, dataset, batch_size=8, num_workers=None,
             progress=True, ctx=None, symbol=None):
     """Detections for every image of ``dataset``, in order: a list of ``(N, 6)`` arrays of
@@ -22,8 +27,7 @@ def predict(model, arg_params, aux_params, dataset, batch_size=8, num_workers=No
     model's inference graph."""
     loader = DetectionLoader(dataset, batch_size, val_transform(model), shuffle=False,
                              num_workers=num_workers, last_batch="pad")
-    predictor = Predictor(model.symbol() if symbol is None else symbol, arg_params, aux_params,
-                          ctx)
+    predictor = model_predictor(model, arg_params, aux_params, ctx, symbol)
     batches = loader.epoch(0)
     if progress:
         from tqdm import tqdm
@@ -40,8 +44,7 @@ def detect_image(model, arg_params, aux_params, image, ctx=None, symbol=None):
     """Detections ``(N, 6)`` (normalised boxes, padding removed) on one RGB uint8 image;
     ``symbol`` as for :func:`predict`."""
     data, _ = val_transform(model)(image, np.zeros((0, 6), np.float32))
-    predictor = Predictor(model.symbol() if symbol is None else symbol, arg_params, aux_params,
-                          ctx)
+    predictor = model_predictor(model, arg_params, aux_params, ctx, symbol)
     detections = predictor(**model.input_arrays(data[None]))[0].asnumpy()[0]
     return detections[detections[:, 0] >= 0]
 

@@ -12,8 +12,9 @@ import mxnet as mx
 import numpy as np
 from mxnet.contrib import quantization
 
-from .data import DetectionLoader, ValTransform
+from .data import DetectionLoader
 from .deploy import MKLDNN, mkldnn_available
+from .evaluation import val_transform
 
 CALIB_MODES = ("naive", "entropy")
 
@@ -29,10 +30,8 @@ def calibration_iter(model, dataset, batch_size=8, num_batches=5, num_workers=No
     if len(dataset) < batch_size:
         raise ValueError("calibration needs at least one batch: %d images < batch size %d"
                          % (len(dataset), batch_size))
-    config = model.config
-    loader = DetectionLoader(dataset, batch_size, ValTransform(
-        config["data_shape"], config["mean_pixels"], config["std_pixels"]), shuffle=False,
-        num_workers=num_workers)
+    loader = DetectionLoader(dataset, batch_size, val_transform(model), shuffle=False,
+                             num_workers=num_workers)
     images = []
     for batch in loader.epoch(0):
         images.append(batch.data)
