@@ -6,8 +6,8 @@ import mxnet as mx
 import numpy as np
 import pytest
 
-from symbols import BACKBONES, get_backbone
-from symbols.layers import StrictNameManager
+from zoo.modeling import BACKBONES, get_backbone
+from zoo.modeling.layers import StrictNameManager
 from zoo.graph import BackboneGraph
 
 from conftest import BACKBONE_NAMES

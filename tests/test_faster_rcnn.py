@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 import zoo
-from symbols.box_coder import encode, grid_anchors, iou_matrix
-from symbols.rcnn_targets import ProposalTarget, RPNTarget
+from zoo.modeling.box_coder import encode, grid_anchors, iou_matrix
+from zoo.modeling.rcnn_targets import ProposalTarget, RPNTarget
 from zoo.detectors import faster_rcnn
 
 RCNN_MODELS = sorted(name for name in zoo.list_models() if name.startswith("faster_rcnn_"))

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import zoo
-from symbols.layers import add, conv_bn, dense, relu
+from zoo.modeling.layers import add, conv_bn, dense, relu
 from test_tools import ROOT, shapes, train_flags, train_tool  # noqa: F401 (shapes: fixture)
 from zoo.memory import MIRROR_ATTR, ForwardGraph, MemoryPlanner, memory_saving_symbol
 

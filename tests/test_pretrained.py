@@ -7,7 +7,7 @@ import pytest
 from gluoncv.model_zoo import get_model as gluoncv_model
 
 import zoo
-from symbols import get_backbone
+from zoo.modeling import get_backbone
 from zoo.pretrained import find_gluoncv_file, import_gluoncv_params
 
 from conftest import BACKBONE_NAMES, forward

@@ -4,7 +4,7 @@ import copy
 import mxnet as mx
 import numpy as np
 
-import symbols
+from . import modeling
 
 from . import deploy, pretrained
 from .config import resolve
@@ -21,10 +21,10 @@ def build_model(config, pretrained_backbone=False, **overrides):
     resolved = resolve(config, overrides)
     arch = ARCHITECTURES[resolved["arch"]]
     try:
-        backbone = symbols.get_backbone(resolved["backbone"])
+        backbone = modeling.get_backbone(resolved["backbone"])
     except KeyError:
         Checker(resolved).fail("backbone", resolved["backbone"],
-                               "one of %s" % ", ".join(sorted(symbols.BACKBONES)))
+                               "one of %s" % ", ".join(sorted(modeling.BACKBONES)))
     height, width = arch.input_shapes(resolved)["data"][2:]
     arch.prepare(resolved, backbone, BackboneGraph(backbone.body(), height, width))
     model = DetectionModel(resolved, backbone, arch)

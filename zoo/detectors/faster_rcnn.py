@@ -5,7 +5,7 @@ model's reference input is ``data_shape x max_size``.
 """
 import numpy as np
 
-from symbols import faster_rcnn as symbols
+from ..modeling import faster_rcnn as symbols
 
 from ..metrics.arrays import to_numpy
 from ..validate import Checker, check_backbone_layer, is_int, is_number

@@ -2,7 +2,7 @@
 import mxnet as mx
 import numpy as np
 
-from symbols import ssd as symbols
+from ..modeling import ssd as symbols
 
 from ..graph import effective_stride
 from ..metrics.arrays import to_numpy
