@@ -13,7 +13,7 @@ $(STAMP): setup.cfg pyproject.toml
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(PY) tools/quickstart.py --output-dir output
+	$(PY) -m zoo quickstart --output-dir output
 
 check: $(STAMP)
 	$(PY) -m zoo check

@@ -4,7 +4,7 @@ import textwrap
 import pytest
 
 import zoo
-from zoo.check import main as check_main
+from zoo.cli import main as zoo_main
 
 MODELS = {"ssd_resnet50", "ssd_resnet101", "ssd_mobilenetv2", "ssd_inceptionv3"}
 
@@ -139,7 +139,7 @@ def test_bad_fields_raise_one_line_errors(field, value, expected):
 
 
 def test_checker_passes_registered_models(capsys):
-    assert check_main([]) == 0
+    assert zoo_main(["check"]) == 0
     rows = [line.split()[0] for line in capsys.readouterr().out.splitlines()[2:-1]]
     for name in zoo.list_models():
         assert rows.count(name) == len(zoo.get_config(name)["shapes"]), name
@@ -158,6 +158,6 @@ def test_checker_fails_on_broken_config(tmp_path, capsys):
         sizes: [[0.1], [0.2]]
         ratios: [[1], [1]]
         """, name="broken")
-    assert check_main([path]) == 1
+    assert zoo_main(["check", path]) == 1
     err = capsys.readouterr().err
     assert "FAIL broken: from_layers[0] = 'stage3_unit6_relu'" in err

@@ -12,7 +12,7 @@ import pytest
 
 from zoo.data import COCODataset, LstDataset, RecordDataset, VOCDataset, embedded
 from zoo.data.images import decode_image
-from zoo.data.prepare import main as prepare
+from zoo.cli import main as zoo_main
 from zoo.errors import DataError
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -125,7 +125,7 @@ def assert_same_labels(dataset, reference, normalised_atol=1e-4):
 
 def test_prepare_voc_round_trips_through_lst_and_rec(shapes, tmp_path, capsys):
     prefix = str(tmp_path / "packed" / "train")
-    assert prepare(["--format", "voc", "--root", shapes, "--image-set", "train",
+    assert zoo_main(["prepare-data", "--format", "voc", "--root", shapes, "--image-set", "train",
                     "--output", prefix]) == 0
     assert "wrote 10 images" in capsys.readouterr().out
     voc = VOCDataset(shapes, "train")
@@ -144,7 +144,7 @@ def test_record_file_reads_like_gluoncv(shapes, tmp_path):
     from gluoncv.data import RecordFileDetection
 
     prefix = str(tmp_path / "val")
-    assert prepare(["--format", "voc", "--root", shapes, "--image-set", "val",
+    assert zoo_main(["prepare-data", "--format", "voc", "--root", shapes, "--image-set", "val",
                     "--output", prefix]) == 0
     theirs, ours = RecordFileDetection(prefix + ".rec"), RecordDataset(prefix + ".rec")
     for index in range(len(ours)):
@@ -156,7 +156,7 @@ def test_prepare_coco_round_trips(shapes, tmp_path):
     path = str(tmp_path / "instances.json")
     write_coco(VOCDataset(shapes, "val"), path)
     prefix = str(tmp_path / "coco_val")
-    assert prepare(["--format", "coco", "--annotations", path, "--image-dir",
+    assert zoo_main(["prepare-data", "--format", "coco", "--annotations", path, "--image-dir",
                     os.path.join(shapes, "JPEGImages"), "--output", prefix]) == 0
     coco = COCODataset(path, os.path.join(shapes, "JPEGImages"))
     assert_same_labels(RecordDataset(prefix + ".rec"), coco)
@@ -364,7 +364,7 @@ def test_coco_skip_bad_counts_images_and_orphan_annotations(coco):
 def lst(shapes, tmp_path):
     """The path of a freshly written ``train.lst`` (with .rec, .idx, .classes.txt)."""
     prefix = str(tmp_path / "train")
-    assert prepare(["--format", "voc", "--root", shapes, "--image-set", "train",
+    assert zoo_main(["prepare-data", "--format", "voc", "--root", shapes, "--image-set", "train",
                     "--output", prefix]) == 0
     return prefix + ".lst"
 

@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 
 from zoo.data import MEAN_PIXELS, STD_PIXELS, TrainTransform, ValTransform, VOCDataset, embedded
-from zoo.data.transforms import MIN_IOUS, box_iou, centres_inside, jitter_colour, sample_crop
+from zoo.boxes import iou as box_iou
+from zoo.data.transforms import MIN_IOUS, centres_inside, jitter_colour, sample_crop
 
 
 @pytest.fixture(scope="module")

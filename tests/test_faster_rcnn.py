@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 
 import zoo
-from zoo.modeling.box_coder import encode, grid_anchors, iou_matrix
+from zoo.boxes import iou
+from zoo.modeling.box_coder import encode, grid_anchors
 from zoo.modeling.rcnn_targets import ProposalTarget, RPNTarget
-from zoo.detectors import faster_rcnn
 
 RCNN_MODELS = sorted(name for name in zoo.list_models() if name.startswith("faster_rcnn_"))
 SMALL = dict(data_shape=160, max_size=224, num_classes=3, rpn_pre_nms_top_n_test=400,
@@ -56,17 +56,17 @@ def test_rpn_targets_label_overlapping_anchors():
     labels, targets, weights = (o.asnumpy() for o in out)
     anchors = grid_anchors(stride, scales, ratios, height, width)
     gt = label[0, :2, 1:5] * [224, 160, 224, 160] - [0, 0, 1, 1]
-    iou = iou_matrix(anchors, gt)
+    overlaps = iou(anchors, gt, offset=1)
     inside = (anchors[:, :2] >= 0).all(1) & (anchors[:, 2] < 224) & (anchors[:, 3] < 160)
-    best_for_a_gt = (iou == iou[inside].max(axis=0)).any(axis=1) & inside
+    best_for_a_gt = (overlaps == overlaps[inside].max(axis=0)).any(axis=1) & inside
     positive = labels[0] == 1
     assert 0 < positive.sum() <= 32 and (labels[0] >= 0).sum() <= 64
-    assert ((iou.max(axis=1) >= 0.7) | best_for_a_gt)[positive].all()
-    assert (iou.max(axis=1)[labels[0] == 0] < 0.3).all() and inside[labels[0] >= 0].all()
+    assert ((overlaps.max(axis=1) >= 0.7) | best_for_a_gt)[positive].all()
+    assert (overlaps.max(axis=1)[labels[0] == 0] < 0.3).all() and inside[labels[0] >= 0].all()
     box_weights = weights[0].reshape(9, 4, height, width).transpose(0, 2, 3, 1).reshape(-1, 4)
     assert np.array_equal(box_weights[:, 0] > 0, positive)
     deltas = targets[0].reshape(9, 4, height, width).transpose(0, 2, 3, 1).reshape(-1, 4)
-    matched = gt[iou_matrix(anchors[positive], gt).argmax(axis=1)]
+    matched = gt[iou(anchors[positive], gt, offset=1).argmax(axis=1)]
     np.testing.assert_allclose(deltas[positive], encode(anchors[positive], matched), atol=1e-5)
 
 
@@ -123,10 +123,6 @@ def test_inference_gives_detections(name):
     assert (kept[:, 4] >= kept[:, 2]).all() and (kept[:, 5] >= kept[:, 3]).all()
 
 
-def training_losses(outputs):
-    return sum(faster_rcnn.training_losses(outputs).values())
-
-
 def bind_training(name):
     model = zoo.get_model(name, **SMALL)
     args, aux = model.init_params(seed=0)
@@ -135,14 +131,14 @@ def bind_training(name):
                   label=mx.nd.array(label))
     grads = {k: mx.nd.zeros_like(v) for k, v in args.items()}
     executor = model.train_symbol().bind(mx.cpu(), arrays, args_grad=grads, aux_states=aux)
-    return executor, args, grads
+    return model, executor, args, grads
 
 
 @pytest.mark.parametrize("name", RCNN_MODELS)
 def test_training_step_reaches_every_layer(name):
-    executor, args, grads = bind_training(name)
+    model, executor, args, grads = bind_training(name)
     np.random.seed(0)
-    losses = training_losses(executor.forward(is_train=True))
+    losses = sum(model.training_losses(executor.forward(is_train=True)).values())
     executor.backward()
     assert np.isfinite(losses)
     assert all(np.isfinite(g.asnumpy()).all() for g in grads.values())
@@ -154,13 +150,13 @@ def test_training_step_reaches_every_layer(name):
 
 def learns_fixed_batch(name, steps=24, learning_rate=0.005):
     """Loss over ``steps`` SGD steps on one batch; target sampling re-seeded each step."""
-    executor, args, grads = bind_training(name)
+    model, executor, args, grads = bind_training(name)
     updater = mx.optimizer.get_updater(mx.optimizer.SGD(learning_rate=learning_rate,
                                                         momentum=0.9))
     losses = []
     for _ in range(steps):
         np.random.seed(0)
-        losses.append(training_losses(executor.forward(is_train=True)))
+        losses.append(sum(model.training_losses(executor.forward(is_train=True)).values()))
         executor.backward()
         for i, key in enumerate(sorted(grads)):
             updater(i, grads[key], args[key])

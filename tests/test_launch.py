@@ -1,5 +1,7 @@
-"""tools/launch.py and distributed training (kvstore dist_sync), on loopback only: every
-cluster here is a scheduler, servers and workers on 127.0.0.1 at free ports."""
+"""zoo launch (zoo.launcher, tools/launch.py) and distributed training (kvstore dist_sync),
+on loopback only: every cluster here is a scheduler, servers and workers on 127.0.0.1 at
+free ports."""
+import argparse
 import csv
 import os
 import re
@@ -9,18 +11,23 @@ import sys
 import textwrap
 import time
 
+import mxnet as mx
 import numpy as np
 import pytest
 
-from test_tools import assert_same_params, load_tool
-from zoo import checkpoint, distributed
+import zoo.cli
+from zoo import artifact, distributed, launcher
+from zoo.cli import launch as launch_command
+from zoo.cli import train as train_command
 from zoo.data import embedded
+from zoo.engine.hooks import Validation
+from zoo.errors import OptionsError
+from zoo.jobs.train import TrainOptions, make_trainer
+from zoo.launcher import LaunchOptions
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LAUNCH = os.path.join(ROOT, "tools", "launch.py")
 NETWORK = "ssd_mobilenetv2_stride8"
-
-launch_tool, train_tool = load_tool("launch"), load_tool("train")
 
 
 @pytest.fixture(scope="module")
@@ -83,21 +90,22 @@ def test_servers_and_workers_go_round_robin_over_hosts():
 
 def test_local_processes_get_their_cluster_environment():
     environ = {"PATH": "/bin", "DMLC_RANK": "5", "PORT": "80", "MXNET_ENGINE_TYPE": "x"}
-    args = launch_tool.parse_args(["-n", "2", "-s", "1", "--connect-timeout", "7",
-                                   "--env", "EXTRA=1", "--", "python", "train.py", "--lr", "1"])
-    specs = launch_tool.process_specs(args, environ=environ)
-    assert [distributed.label(node) for node, _, _ in specs] == [
+    options = LaunchOptions(("python", "train.py", "--lr", "1"), num_workers=2, num_servers=1,
+                            connect_timeout=7, env=("EXTRA=1",))
+    specs = launcher.process_specs(options, environ=environ)
+    assert [distributed.label(spec.node) for spec in specs] == [
         "scheduler", "server 0", "worker 0", "worker 1"]
-    assert specs[0][1] == specs[1][1] == [sys.executable, "-c", "import mxnet"]
-    assert specs[2][1] == specs[3][1] == ["python", "train.py", "--lr", "1"]
-    envs = [env for _, _, env in specs]
+    assert specs[0].argv == specs[1].argv == [sys.executable, "-c", "import mxnet"]
+    assert specs[2].argv == specs[3].argv == ["python", "train.py", "--lr", "1"]
+    envs = [spec.env for spec in specs]
     scheduler_port = int(envs[0]["DMLC_PS_ROOT_PORT"])
     node_ports = [int(env["PORT"]) for env in envs[1:]]
     # Distinct ports, ascending in launch order so that "worker i" gets rank i.
     assert node_ports == sorted(node_ports) and scheduler_port not in node_ports
     assert len(set(node_ports)) == 3 and "PORT" not in envs[0]
-    for (node, _, env) in specs:
-        assert env["DMLC_ROLE"] == node.role and "DMLC_RANK" not in env
+    for spec in specs:
+        env = spec.env
+        assert env["DMLC_ROLE"] == spec.node.role and "DMLC_RANK" not in env
         assert env["DMLC_PS_ROOT_URI"] == env["DMLC_NODE_HOST"] == "127.0.0.1"
         assert int(env["DMLC_PS_ROOT_PORT"]) == scheduler_port
         assert (env["DMLC_NUM_SERVER"], env["DMLC_NUM_WORKER"]) == ("1", "2")
@@ -105,8 +113,8 @@ def test_local_processes_get_their_cluster_environment():
         assert env["PATH"] == "/bin" and env["MXNET_ENGINE_TYPE"] == "x"
     cores = len(os.sched_getaffinity(0))
     assert [env["OMP_NUM_THREADS"] for env in envs] == ["1", "1"] + [str(max(1, cores // 2))] * 2
-    mine = launch_tool.process_specs(args, environ=dict(environ, OMP_NUM_THREADS="3"))
-    assert {env["OMP_NUM_THREADS"] for _, _, env in mine} == {"3"}
+    mine = launcher.process_specs(options, environ=dict(environ, OMP_NUM_THREADS="3"))
+    assert {spec.env["OMP_NUM_THREADS"] for spec in mine} == {"3"}
 
 
 def test_ssh_command_line_is_exact():
@@ -124,13 +132,14 @@ def test_remote_processes_run_over_ssh_with_forwarded_environment(tmp_path):
     hosts.write_text("node1\nalice@node2\n")
     environ = {"PATH": "/bin", "HOME": "/home/me", "OMP_NUM_THREADS": "4", "DMLC_RANK": "3",
                "SECRET": "s", "MY_FLAG": "on"}
-    args = launch_tool.parse_args(
-        ["-n", "2", "-s", "1", "-H", str(hosts), "--scheduler-host", "10.0.0.9", "--port",
-         "9000", "--interface", "eth1", "--env", "MY_FLAG", "--env", "MODE=fast",
-         "--remote-dir", "/srv/zoo", "--python", "/opt/py", "--", "python", "tools/train.py"])
-    specs = launch_tool.process_specs(args, environ=environ,
-                                      hosts=distributed.read_host_file(str(hosts)))
-    (_, scheduler_argv, scheduler_env), (_, server_argv, server_env) = specs[:2]
+    options = LaunchOptions(("python", "tools/train.py"), num_workers=2, num_servers=1,
+                            host_file=str(hosts), scheduler_host="10.0.0.9", port=9000,
+                            interface="eth1", env=("MY_FLAG", "MODE=fast"),
+                            remote_dir="/srv/zoo", python="/opt/py")
+    specs = launcher.process_specs(options, environ=environ,
+                                   hosts=launcher.read_hosts(options.host_file))
+    scheduler_argv, scheduler_env = specs[0].argv, specs[0].env
+    server_argv, server_env = specs[1].argv, specs[1].env
     assert scheduler_argv == ["/opt/py", "-c", "import mxnet"]
     assert scheduler_env["DMLC_PS_ROOT_URI"] == "10.0.0.9"
     assert scheduler_env["DMLC_PS_ROOT_PORT"] == "9000" and "DMLC_INTERFACE" not in scheduler_env
@@ -142,25 +151,59 @@ def test_remote_processes_run_over_ssh_with_forwarded_environment(tmp_path):
     assert server_argv == distributed.ssh_argv(
         "node1", ["/opt/py", "-c", "import mxnet"], dict(cluster, DMLC_ROLE="server"),
         "/srv/zoo")
-    assert specs[2][1] == distributed.ssh_argv(
+    assert specs[2].argv == distributed.ssh_argv(
         "node1", ["python", "tools/train.py"], dict(cluster, DMLC_ROLE="worker"), "/srv/zoo")
-    assert specs[3][1][-2] == "alice@node2"
+    assert specs[3].argv[-2] == "alice@node2"
+
+
+def test_options_and_host_file_errors_are_one_line(tmp_path):
+    with pytest.raises(OptionsError, match="give the worker command after '--'"):
+        LaunchOptions(())
+    with pytest.raises(OptionsError, match="at least one worker and one server"):
+        LaunchOptions(("true",), num_servers=0)
+    hosts = tmp_path / "hosts"
+    hosts.write_text("node1 slots=2\n")
+    with pytest.raises(OptionsError, match=r"host file: .*:1: one host per line"):
+        launcher.launch(LaunchOptions(("true",), host_file=str(hosts)))
+
+
+def test_cli_help_lists_the_flags_and_errors_name_the_command(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        zoo.cli.main(["launch", "--help"])
+    out = capsys.readouterr().out
+    assert exit_info.value.code == 0
+    for flag in ("--num-workers", "--num-servers", "--host-file", "--scheduler-host", "--port",
+                 "--interface", "--env", "--connect-timeout", "--grace", "--python",
+                 "--remote-dir", "--ssh-port", "(default: 10.0)"):
+        assert flag in out, flag
+    assert zoo.cli.main(["launch", "-n", "1"]) == 1
+    assert capsys.readouterr().err == "zoo launch: error: give the worker command after '--'\n"
+    assert zoo.cli.main(["launch", "-H", str(tmp_path / "missing"), "--", "true"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("zoo launch: error: host file: ") and "missing" in err
+    assert err.count("\n") == 1
+
+
+def flags_of(command):
+    """The argparse actions of a command's flags (``--help`` aside)."""
+    parser = argparse.ArgumentParser()
+    command.add_arguments(parser)
+    return [action for action in parser._actions
+            if action.option_strings and action.dest != "help"]
 
 
 def test_readme_documents_the_launchers_flags():
     with open(os.path.join(ROOT, "README.md")) as stream:
         section = stream.read().split("\n## Distributed training\n", 1)[1].split("\n## ")[0]
-    with open(os.path.join(ROOT, "tools", "train.py")) as stream:
-        train_source = stream.read()
     mentioned = set(re.findall(r"(?<![\w-])(--?[a-zA-Z][\w-]*)", section))
     options = set()
-    for action in launch_tool.build_parser()._actions:
-        if action.option_strings and action.dest != "help":
-            assert mentioned & set(action.option_strings), action.option_strings
-            options.update(action.option_strings)
-    # Every other long flag there is one of tools/train.py's.
+    for action in flags_of(launch_command):
+        assert mentioned & set(action.option_strings), action.option_strings
+        options.update(action.option_strings)
+    # Every other long flag there is one of zoo train's.
+    train_flags = {flag for action in flags_of(train_command) for flag in action.option_strings}
     for flag in {m for m in mentioned - options if m.startswith("--")}:
-        assert '"%s"' % flag in train_source, flag
+        assert flag in train_flags, flag
 
 
 # -- the training side ------------------------------------------------------------------------
@@ -173,29 +216,33 @@ class FakeKVStore:
 
 
 def test_workers_shard_data_and_average_gradients(shapes, tmp_path):
-    args = train_tool.parse_args(train_flags(shapes, tmp_path, 2) + [
-        "--kv-store", "local", "--val-set", "val", "--lr-steps", "1"])
-    single = train_tool.make_trainer(args)
-    assert single.gradient_scale() == 1.0 and single.val_dataset is not None
-    sync = train_tool.make_trainer(args, FakeKVStore("dist_sync", 1, 2))
+    options = TrainOptions(network=NETWORK, dataset="voc", data_root=shapes, data_shape=128,
+                           batch_size=2, epochs=2, lr_steps=(1,), max_expand=1.0,
+                           data_threads=1, output_dir=str(tmp_path), progress=False)
+    single = make_trainer(options)
+    assert single.gradient_scale() == 1.0
+    assert any(isinstance(hook, Validation) for hook in single.hooks)
+    sync = make_trainer(options, FakeKVStore("dist_sync", 1, 2))
     assert (sync.loader.num_shards, sync.loader.shard_index) == (2, 1)
-    assert len(sync.loader) == len(single.loader) // 2 and sync.val_dataset is None
+    # Only rank 0 validates and saves.
+    assert len(sync.loader) == len(single.loader) // 2
+    assert not any(hook.only_rank0 for hook in sync.hooks)
     # The servers sum two workers' gradients: halved, the step is that of one batch of 4.
     assert sync.gradient_scale() == 0.5
-    assert sync.optimizer(len(sync.loader)).lr_scheduler.step == [len(sync.loader)]
+    assert sync.build_optimizer(len(sync.loader)).lr_scheduler.step == [len(sync.loader)]
     # dist_async applies each push on its own, and counts one update per worker's push.
-    asynchronous = train_tool.make_trainer(args, FakeKVStore("dist_async", 0, 2))
+    asynchronous = make_trainer(options, FakeKVStore("dist_async", 0, 2))
     assert asynchronous.gradient_scale() == 1.0
-    assert asynchronous.optimizer(2).lr_scheduler.step == [4]
+    assert asynchronous.build_optimizer(2).lr_scheduler.step == [4]
 
 
 def test_dist_kvstore_outside_a_cluster_is_a_clear_error(shapes, tmp_path, monkeypatch, capsys):
     for name in distributed.CLUSTER_VARIABLES:
         monkeypatch.delenv(name, raising=False)
-    assert train_tool.main(train_flags(shapes, tmp_path, 1)) == 1
+    assert zoo.cli.main(["train", *train_flags(shapes, tmp_path, 1)]) == 1
     err = capsys.readouterr().err
-    assert "train.py: error: kvstore 'dist_sync' needs a parameter-server cluster" in err
-    assert "tools/launch.py" in err
+    assert "zoo train: error: kvstore 'dist_sync' needs a parameter-server cluster" in err
+    assert "launch" in err
 
 
 def test_worker_without_a_scheduler_fails_after_the_timeout():
@@ -228,11 +275,11 @@ FIRST_WORKER_FAILS = textwrap.dedent("""
 
 def test_a_failing_worker_stops_the_others_and_is_named(tmp_path, capsys):
     start = time.monotonic()
-    code = launch_tool.main(["-n", "2", "--grace", "5", "--", sys.executable, "-c",
-                             FIRST_WORKER_FAILS, str(tmp_path / "first")])
+    code = launcher.launch(LaunchOptions((sys.executable, "-c", FIRST_WORKER_FAILS,
+                                          str(tmp_path / "first")), num_workers=2, grace=5))
     out, err = capsys.readouterr()
     assert code == 1 and time.monotonic() - start < 30
-    failed = re.search(r"launch.py: error: worker (\d) exited with code 3; "
+    failed = re.search(r"zoo launch: error: worker (\d) exited with code 3; "
                        r"stopped the other 3 process\(es\)", err)
     assert failed, err
     assert "[worker %s] giving up" % failed.group(1) in out
@@ -272,7 +319,7 @@ def test_killed_worker_fails_the_launch_fast(tmp_path):
         if launcher.poll() is None:
             os.killpg(launcher.pid, signal.SIGKILL)
     assert launcher.returncode == 1 and time.monotonic() - killed_at < 15
-    assert "launch.py: error: worker 1 was killed by signal 9 (SIGKILL); stopped the other 3 " \
+    assert "zoo launch: error: worker 1 was killed by signal 9 (SIGKILL); stopped the other 3 " \
            "process(es)" in err
     assert not any(running(pid) for pid in pids)
 
@@ -290,33 +337,49 @@ def test_ctrl_c_stops_every_process():
         if launcher.poll() is None:
             os.killpg(launcher.pid, signal.SIGKILL)
     assert launcher.returncode == 128 + signal.SIGINT
-    assert "launch.py: SIGINT: stopped 4 process(es)" in err
+    assert "zoo launch: SIGINT: stopped 4 process(es)" in err
     assert not any(running(pid) for pid in pids)
 
 
 # -- training across two workers --------------------------------------------------------------
 
-# tools/train.py that also saves the worker's final parameters as final-rank<R>.params.
+# zoo train that also saves the worker's final parameters as final-rank<R>.params.
 TRAIN_AND_DUMP = textwrap.dedent("""
-    import os, runpy, sys
+    import os, sys
     import mxnet as mx
-    from zoo import training
-    build_module, fit = training.Trainer.build_module, training.Trainer.fit
-    def remember_module(self):
-        self.module = build_module(self)
-        return self.module
-    def fit_and_dump(self):
-        rows = fit(self)
-        arg_params, aux_params = self.current_params(self.module)
+    import zoo.cli
+    from zoo.engine.trainer import Trainer
+    fit = Trainer.fit
+    def fit_and_dump(self, resume_prefix=None):
+        rows = fit(self, resume_prefix)
+        arg_params, aux_params = self.params()
         arrays = {"arg:" + k: v for k, v in arg_params.items()}
         arrays.update({"aux:" + k: v for k, v in aux_params.items()})
-        mx.nd.save(os.path.join(self.options.output_dir, "final-rank%%d.params" %% self.rank),
-                   arrays)
+        output = sys.argv[sys.argv.index("--output-dir") + 1]
+        mx.nd.save(os.path.join(output, "final-rank%d.params" % self.rank), arrays)
         return rows
-    training.Trainer.build_module, training.Trainer.fit = remember_module, fit_and_dump
-    sys.argv = ["train.py"] + sys.argv[1:]
-    runpy.run_path(os.path.join(%r, "tools", "train.py"), run_name="__main__")
-""" % ROOT)
+    Trainer.fit = fit_and_dump
+    sys.exit(zoo.cli.main(["train", *sys.argv[1:]]))
+""")
+
+
+def dumped_params(path):
+    """``(arg_params, aux_params)`` of a final-rank<R>.params file."""
+    saved = mx.nd.load(str(path))
+    return ({k[4:]: v for k, v in saved.items() if k.startswith("arg:")},
+            {k[4:]: v for k, v in saved.items() if k.startswith("aux:")})
+
+
+def saved_params(prefix, epoch):
+    saved = artifact.load(str(prefix), epoch)
+    return saved.arg_params, saved.aux_params
+
+
+def assert_same_params(first, second):
+    for a, b in zip(first, second):
+        assert sorted(a) == sorted(b)
+        for key in a:
+            assert np.array_equal(a[key].asnumpy(), b[key].asnumpy()), key
 
 
 def launch_training(flags):
@@ -336,12 +399,11 @@ def two_workers(shapes, tmp_path_factory):
 def test_two_workers_end_identical_and_loss_falls(two_workers):
     output, done = two_workers
     prefix = str(output / NETWORK)
-    workers = [checkpoint.load_params(str(output / ("final-rank%d.params" % rank)))
-               for rank in (0, 1)]
+    workers = [dumped_params(output / ("final-rank%d.params" % rank)) for rank in (0, 1)]
     assert_same_params(workers[0], workers[1])
-    assert_same_params(workers[0], checkpoint.load(prefix, 2)[:2])
-    initial = train_tool.build_model(train_tool.parse_args(["--network", NETWORK]),
-                                     embedded.CLASSES)[0].init_params(seed=0)[0]
+    assert_same_params(workers[0], saved_params(prefix, 2))
+    initial = zoo.get_model(NETWORK, num_classes=len(embedded.CLASSES),
+                            class_names=list(embedded.CLASSES)).init_params(seed=0)[0]
     assert any(not np.array_equal(initial[k].asnumpy(), workers[0][0][k].asnumpy())
                for k in initial)
     # Only rank 0 logs epochs to the CSV and writes checkpoints; rank 1 has its own log.
@@ -350,11 +412,16 @@ def test_two_workers_end_identical_and_loss_falls(two_workers):
     assert [row["epoch"] for row in rows] == ["1", "2"]
     losses = [float(row["cls_loss"]) + float(row["box_loss"]) for row in rows]
     assert losses[1] < losses[0]
-    assert checkpoint.latest_epoch(prefix) == 2
+    assert artifact.latest_epoch(prefix) == 2
     assert not (output / "worker-0.log").exists()
     assert "epoch 2:" in (output / "worker-1.log").read_text()
     assert "[worker 0] checkpoints and log in" in done.stdout
     assert "[worker 1] worker rank 1: log in" in done.stdout
+
+
+def optimizer_state(prefix, epoch):
+    state = artifact.load_optimizer_state(str(prefix), epoch)
+    return state.info, {k: v.asnumpy().tolist() for k, v in state.arrays.items()}
 
 
 @pytest.mark.slow
@@ -362,12 +429,10 @@ def test_distributed_resume_is_exact(two_workers, shapes, tmp_path):
     straight, _ = two_workers
     launch_training(train_flags(shapes, tmp_path, 1))
     launch_training(train_flags(shapes, tmp_path, 2) + ["--resume", "auto"])
-    prefix = NETWORK
-    assert_same_params(checkpoint.load(str(straight / prefix), 2)[:2],
-                       checkpoint.load(str(tmp_path / prefix), 2)[:2])
-    states = [checkpoint.load(str(run / prefix), 2)[2] for run in (straight, tmp_path)]
-    assert states[0] and states[0] == states[1]
-    assert_same_params(checkpoint.load_params(str(tmp_path / "final-rank0.params")),
-                       checkpoint.load_params(str(tmp_path / "final-rank1.params")))
-    with open(str(tmp_path / (prefix + "-log.csv"))) as stream:
+    assert_same_params(saved_params(straight / NETWORK, 2), saved_params(tmp_path / NETWORK, 2))
+    states = [optimizer_state(run / NETWORK, 2) for run in (straight, tmp_path)]
+    assert states[0][1] and states[0] == states[1]
+    assert_same_params(dumped_params(tmp_path / "final-rank0.params"),
+                       dumped_params(tmp_path / "final-rank1.params"))
+    with open(str(tmp_path / (NETWORK + "-log.csv"))) as stream:
         assert [row["epoch"] for row in csv.DictReader(stream)] == ["1", "2"]

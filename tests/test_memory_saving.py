@@ -1,5 +1,6 @@
 """Memory-saving training (zoo.memory): recomputing in backward must not change the math;
-tools/benchmark_memory.py and tools/train.py --memory-saving on tiny cases."""
+tools/benchmark_memory.py and zoo train --memory-saving on tiny cases."""
+import dataclasses
 import os
 import subprocess
 import sys
@@ -9,8 +10,11 @@ import numpy as np
 import pytest
 
 import zoo
+import zoo.cli
+from zoo import artifact
 from zoo.modeling.layers import add, conv_bn, dense, relu
-from test_tools import ROOT, shapes, train_flags, train_tool  # noqa: F401 (shapes: fixture)
+from test_tools import ROOT, shapes, train_flags  # noqa: F401 (shapes: fixture)
+from zoo.jobs.train import TrainOptions, make_trainer
 from zoo.memory import MIRROR_ATTR, ForwardGraph, MemoryPlanner, memory_saving_symbol
 
 
@@ -117,13 +121,16 @@ def test_benchmark_tool_reports_memory_and_time_of_each_configuration():
     assert lines[4].startswith("memory-saving / plain: peak RSS ")
 
 
-def test_train_tool_memory_saving_flag_trains_an_epoch(shapes, tmp_path, caplog):  # noqa: F811
-    flags = train_flags(shapes, tmp_path, "--val-set", "", "--memory-saving")
-    module = train_tool.make_trainer(train_tool.parse_args(flags)).build_module()
-    assert len(mirrored_names(module.symbol)) > 50
+def test_train_memory_saving_flag_trains_an_epoch(shapes, tmp_path, caplog):  # noqa: F811
+    options = TrainOptions(network="ssd_mobilenetv2", dataset="voc", data_root=shapes,
+                           data_shape=192, batch_size=4, epochs=1, val_split="",
+                           data_threads=2, output_dir=str(tmp_path), progress=False,
+                           memory_saving=True)
+    assert len(mirrored_names(make_trainer(options).build_module().symbol)) > 50
+    plain = dataclasses.replace(options, memory_saving=False)
+    assert not mirrored_names(make_trainer(plain).build_module().symbol)
     caplog.set_level("INFO", logger="zoo.memory")
-    assert train_tool.main(flags) == 0
+    flags = train_flags(shapes, tmp_path, "--val-set", "", "--memory-saving")
+    assert zoo.cli.main(["train", *flags]) == 0
     assert "recomputed in backward" in caplog.text
-    assert (tmp_path / "ssd_mobilenetv2-0001.params").exists()
-    assert not mirrored_names(train_tool.make_trainer(train_tool.parse_args(
-        flags[:-1])).build_module().symbol)
+    assert artifact.epochs(str(tmp_path / "ssd_mobilenetv2")) == [1]

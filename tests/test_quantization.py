@@ -163,23 +163,25 @@ def tool(name, *flags):
 
 
 def test_quantize_tool_writes_a_checkpoint_that_eval_demo_and_benchmark_take(tmp_path):
-    from zoo import checkpoint
+    from zoo import artifact
     from zoo.data import embedded
 
     root = embedded.generate(str(tmp_path / "shapes"), seed=1, num_train=8, num_val=4,
                              image_size=192)
     data = ["--dataset", "voc", "--data-root", root]
     tool("train", "--network", "ssd_mobilenetv2_stride8", *data, "--data-shape", 192,
-         "--batch-size", 4, "--epochs", 1, "--no-progress", "--val-set", "",
+         "--batch-size", 4, "--epochs", 1, "--no-progress", "--val-split", "",
          "--output-dir", tmp_path / "train")
     fp32 = str(tmp_path / "train" / "ssd_mobilenetv2_stride8")
     out = tool("quantize", "--checkpoint", fp32, *data, "--calib-batches", 2,
                "--batch-size", 2, "--calib-mode", "naive")
     int8 = fp32 + "-int8"
-    assert "checkpoint written to %s" % int8 in out
-    _, _, states, meta = checkpoint.load(int8)
-    assert states is None and meta["quantization"]["calib_images"] == 4
-    assert meta["quantization"]["int8_layers"] == len(int8_layers(checkpoint.load_symbol(int8)))
+    assert "artifact written to %s" % int8 in out
+    quantized = artifact.load(int8)
+    assert artifact.load_optimizer_state(int8, quantized.epoch) is None
+    calibration = quantized.precision["calibration"]
+    assert quantized.is_int8 and calibration["images"] == 4
+    assert calibration["int8_layers"] == len(int8_layers(quantized.symbol))
     scores = {}
     for prefix in (fp32, int8):
         out = tool("eval", "--checkpoint", prefix, *data, "--split", "val", "--no-progress",
@@ -194,7 +196,7 @@ def test_quantize_tool_writes_a_checkpoint_that_eval_demo_and_benchmark_take(tmp
                               "--output", tmp_path / "int8.png")
     assert os.path.getsize(tmp_path / "int8.png") > 0
     lines = tool("benchmark", "--checkpoint", int8, "--runs", 1, "--warmup", 0).splitlines()
-    assert lines[1].startswith("ours int8: ssd_mobilenetv2_stride8-int8 192x192 batch  1")
+    assert lines[1].startswith("ours int8: ssd_mobilenetv2_stride8-int8-0001 192x192 batch  1")
     again = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "quantize.py"),
                             "--checkpoint", int8] + data, capture_output=True, text=True,
                            env=dict(os.environ, PYTHONPATH=ROOT))

@@ -1,5 +1,7 @@
-"""tools/train.py, eval.py, demo.py on tiny embedded datasets the tests generate."""
-import importlib.util
+"""The train, evaluate, demo, quantize and export jobs (zoo.jobs) on tiny embedded datasets
+the tests generate; the command line over them is tested in test_cli.py."""
+import dataclasses
+import json
 import os
 import subprocess
 import sys
@@ -10,24 +12,17 @@ import numpy as np
 import pytest
 
 import zoo
-from zoo import checkpoint
+from zoo import artifact
+from zoo.cli import main as zoo_main
 from zoo.data import embedded
+from zoo.engine.trainer import OutputFolderInUse, TrainingDiverged
+from zoo.jobs.demo import DemoOptions, demo
+from zoo.jobs.evaluate import EvalOptions, evaluate, format_table
+from zoo.jobs.export import ExportOptions, export
+from zoo.jobs.quantize import QuantizeOptions, quantize
+from zoo.jobs.train import TrainOptions, make_trainer, train
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def load_tool(name):
-    spec = importlib.util.spec_from_file_location(name, os.path.join(ROOT, "tools", name + ".py"))
-    module = importlib.util.module_from_spec(spec)
-    sys.path.insert(0, os.path.join(ROOT, "tools"))
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        sys.path.remove(os.path.join(ROOT, "tools"))
-    return module
-
-
-train_tool, eval_tool, demo_tool = load_tool("train"), load_tool("eval"), load_tool("demo")
 
 
 @pytest.fixture(scope="module")
@@ -37,26 +32,34 @@ def shapes(tmp_path_factory):
                              num_val=4, image_size=192)
 
 
+def train_options(shapes, output, network="ssd_mobilenetv2", data_shape=192, **changes):
+    """One epoch of ``network`` on the tiny dataset, batches of 4, no progress bar."""
+    settings = dict(network=network, dataset="voc", data_root=shapes, output_dir=str(output),
+                    data_shape=data_shape, batch_size=4, epochs=1, progress=False,
+                    data_threads=2)
+    return TrainOptions(**{**settings, **changes})
+
+
 def train_flags(shapes, output, *extra, network="ssd_mobilenetv2", shape="192"):
+    """The command-line flags of :func:`train_options`."""
     return ["--network", network, "--dataset", "voc", "--data-root", shapes,
             "--output-dir", str(output), "--data-shape", shape, "--batch-size", "4",
             "--epochs", "1", "--no-progress", "--data-threads", "2"] + list(extra)
 
 
-def test_flags_reach_model_optimizer_and_loader(shapes, tmp_path, monkeypatch):
-    flags = train_flags(shapes, tmp_path, "--optimizer", "nag", "--lr", "0.03", "--wd", "1e-3",
-                        "--momentum", "0.8", "--clip-gradient", "5", "--lr-steps", "2,3",
-                        "--lr-factor", "0.5", "--warmup-epochs", "1", "--freeze", "^conv1_",
-                        "--seed", "7", "--max-expand", "1.5", "--kv-store", "local",
-                        "--data-shape", "256", "--no-crop")
-    trainer = train_tool.make_trainer(train_tool.parse_args(flags))
+def test_options_reach_model_optimizer_and_loader(shapes, tmp_path, monkeypatch):
+    options = train_options(shapes, tmp_path, optimizer="nag", lr=0.03, wd=1e-3, momentum=0.8,
+                            clip_gradient=5.0, lr_steps=(2.0, 3.0), lr_factor=0.5,
+                            warmup_epochs=1.0, freeze="^conv1_", seed=7, max_expand=1.5,
+                            data_shape=256, crop=False)
+    trainer = make_trainer(options)
     config = trainer.model.config
     assert config["data_shape"] == 256 and config["num_classes"] == len(embedded.CLASSES)
     assert config["class_names"] == list(embedded.CLASSES)
     module = trainer.build_module()
     assert module.data_shapes[0].shape == (4, 3, 256, 256)
     assert set(module._fixed_param_names) == {"conv1_weight", "conv1_bn_gamma", "conv1_bn_beta"}
-    optimizer = trainer.optimizer(steps_per_epoch=2)
+    optimizer = trainer.build_optimizer(steps_per_epoch=2)
     assert isinstance(optimizer, mx.optimizer.NAG)
     assert (optimizer.lr, optimizer.wd, optimizer.momentum, optimizer.clip_gradient) == (
         0.03, 1e-3, 0.8, 5.0)
@@ -67,12 +70,11 @@ def test_flags_reach_model_optimizer_and_loader(shapes, tmp_path, monkeypatch):
     assert loader.transform.max_expand == 1.5 and loader.transform.min_ious == (None,)
     monkeypatch.setenv("MXNET_HOME", str(tmp_path))
     with pytest.raises(zoo.PretrainedNotFound):
-        train_tool.make_trainer(train_tool.parse_args(flags + ["--pretrained-backbone"]))
-    assert train_tool.main(flags + ["--network", "ssd_mobilenetv2", "--data-shape", "100"]) == 1
-
-
-def params_of(prefix, epoch):
-    return checkpoint.load(prefix, epoch)[:2]
+        make_trainer(dataclasses.replace(options, pretrained_backbone=True))
+    with pytest.raises(zoo.ConfigError, match="data shape 100"):
+        train(dataclasses.replace(options, data_shape=100))
+    with pytest.raises(zoo.ConfigError, match="no_such_model"):
+        train(dataclasses.replace(options, network="no_such_model"))
 
 
 def assert_same_params(first, second):
@@ -82,19 +84,39 @@ def assert_same_params(first, second):
             assert np.array_equal(a[key].asnumpy(), b[key].asnumpy()), key
 
 
+def params_of(prefix, epoch):
+    loaded = artifact.load(prefix, epoch)
+    return loaded.arg_params, loaded.aux_params
+
+
 def test_resume_is_bit_exact(shapes, tmp_path):
     straight, resumed = tmp_path / "straight", tmp_path / "resumed"
-    common = ["--val-set", "", "--lr", "0.01"]
-    assert train_tool.main(train_flags(shapes, straight, "--epochs", "2", *common)) == 0
-    assert train_tool.main(train_flags(shapes, resumed, "--epochs", "1", *common)) == 0
-    assert train_tool.main(train_flags(shapes, resumed, "--epochs", "2", "--resume", "auto",
-                                       *common)) == 0
+    result = train(train_options(shapes, straight, epochs=2, val_split=""))
+    assert result.prefix == str(straight / "ssd_mobilenetv2") and result.best_epoch is None
+    assert [row["epoch"] for row in result.rows] == [1, 2]
+    train(train_options(shapes, resumed, val_split=""))
+    rows = train(train_options(shapes, resumed, epochs=2, val_split="", resume="auto")).rows
+    assert [row["epoch"] for row in rows] == [2]
     prefix = "ssd_mobilenetv2"
     assert_same_params(params_of(str(straight / prefix), 2), params_of(str(resumed / prefix), 2))
-    optimizer_states = [checkpoint.load(str(run / prefix), 2)[2] for run in (straight, resumed)]
-    assert optimizer_states[0] and optimizer_states[0] == optimizer_states[1]
+    states = [artifact.load_optimizer_state(str(run / prefix), 2) for run in (straight, resumed)]
+    assert states[0] is not None and states[0].info == states[1].info
+    assert sorted(states[0].arrays) == sorted(states[1].arrays)
+    for key, array in states[0].arrays.items():
+        assert np.array_equal(array.asnumpy(), states[1].arrays[key].asnumpy()), key
     log = (resumed / (prefix + "-log.csv")).read_text().splitlines()
     assert [row.split(",")[0] for row in log[1:]] == ["1", "2"]
+
+
+def test_a_new_run_refuses_another_runs_folder_unless_told(shapes, tmp_path):
+    options = train_options(shapes, tmp_path, val_split="", keep_last=1)
+    train(options)
+    with pytest.raises(OutputFolderInUse, match="--overwrite"):
+        train(options)
+    result = train(dataclasses.replace(options, overwrite=True, epochs=2))
+    assert [row["epoch"] for row in result.rows] == [1, 2]
+    # keep_last=1 and nothing validated: only the newest epoch stays.
+    assert artifact.epochs(result.prefix) == [2]
 
 
 KILL_DURING_SAVE = textwrap.dedent("""
@@ -111,57 +133,121 @@ KILL_DURING_SAVE = textwrap.dedent("""
 
 
 def test_kill_during_save_keeps_previous_checkpoint(shapes, tmp_path):
-    flags = train_flags(shapes, tmp_path, "--epochs", "2", "--val-set", "")
+    flags = train_flags(shapes, tmp_path, "--epochs", "2", "--val-split", "")
     killed = subprocess.run([sys.executable, "-c", KILL_DURING_SAVE] + flags,
                             capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=ROOT))
     assert killed.returncode == -9
     prefix = str(tmp_path / "ssd_mobilenetv2")
-    assert checkpoint.latest_epoch(prefix) == 1
+    assert artifact.latest_epoch(prefix) == 1
     assert any(name.startswith("ssd_mobilenetv2-0002.params.tmp") for name in os.listdir(tmp_path))
-    assert train_tool.main(flags + ["--resume", "auto"]) == 0
-    assert checkpoint.latest_epoch(prefix) == 2
+    rows = train(train_options(shapes, tmp_path, epochs=2, val_split="", resume="auto")).rows
+    assert [row["epoch"] for row in rows] == [2] and artifact.latest_epoch(prefix) == 2
 
 
 def test_exploding_loss_stops_with_a_clear_message(shapes, tmp_path, capsys):
-    flags = train_flags(shapes, tmp_path, "--epochs", "2", "--val-set", "", "--lr", "1e6",
-                        "--optimizer", "sgd", "--momentum", "0")
-    assert train_tool.main(flags) == 1
+    options = train_options(shapes, tmp_path, epochs=2, val_split="", lr=1e6, momentum=0.0)
+    with pytest.raises(TrainingDiverged, match="--lr"):
+        train(options)
+    flags = train_flags(shapes, tmp_path / "cli", "--epochs", "2", "--val-split", "",
+                        "--lr", "1e6", "--momentum", "0")
+    assert zoo_main(["train"] + flags) == 1
     err = capsys.readouterr().err
-    assert "train.py: error: loss" in err and "--lr" in err
+    assert err.startswith("zoo train: error: loss") and "--lr" in err
     assert "\n" not in err.strip()
 
 
-def test_evaluation_scores_every_image_and_demo_draws(shapes, tmp_path, capsys):
-    assert train_tool.main(train_flags(shapes, tmp_path)) == 0
-    prefix = str(tmp_path / "ssd_mobilenetv2")
+@pytest.fixture(scope="module")
+def trained(shapes, tmp_path_factory):
+    """The artifact prefix of a 2-epoch run validated every epoch."""
+    output = tmp_path_factory.mktemp("trained")
+    return train(train_options(shapes, output, epochs=2)).prefix
+
+
+def test_evaluation_scores_every_image_of_the_best_epoch(shapes, trained, tmp_path):
     output = tmp_path / "eval.json"
-    assert eval_tool.main(["--checkpoint", prefix, "--dataset", "voc", "--data-root", shapes,
-                           "--split", "val", "--output", str(output), "--no-progress"]) == 0
-    out = capsys.readouterr().out
-    assert "4 images" in out and "mAP" in out and "COCO AP" in out
-    results = __import__("json").loads(output.read_text())
-    assert results["images"] == 4
-    assert set(results["voc"]) == {"voc07", "voc_area"}
-    assert 0 <= results["voc"]["voc07"]["mAP"] <= 1
-    picture = tmp_path / "demo.png"
+    result = evaluate(EvalOptions(checkpoint=trained, data_root=shapes, output=str(output),
+                                  progress=False))
+    assert result.images == 4 and result.epoch == artifact.best_epoch(trained)
+    assert result.output == str(output) and result.precision == {"dtype": "fp32"}
+    saved = json.loads(output.read_text())
+    assert saved["images"] == 4 and saved["epoch"] == result.epoch
+    assert set(saved["voc"]) == {"voc07", "voc_area"} == set(result.voc)
+    assert 0 <= saved["voc"]["voc07"]["mAP"] <= 1
+    assert (tmp_path / "eval-detections.json").exists()
+    table = format_table(result.class_names, result.voc).splitlines()
+    assert table[0].split() == ["class", "voc07", "voc_area"] and table[-1].startswith("mAP")
+    assert len(table) == len(embedded.CLASSES) + 2
+    epoch_one = evaluate(EvalOptions(checkpoint=trained, data_root=shapes, epoch=1,
+                                     output=str(tmp_path / "one.json"), progress=False))
+    assert epoch_one.epoch == 1
+
+
+def test_evaluation_refuses_a_dataset_of_other_classes(shapes, trained, tmp_path):
+    other = embedded.generate(str(tmp_path / "other"), seed=2, num_train=4, num_val=4,
+                              image_size=96)
+    names = os.path.join(other, "classes.txt")
+    assert os.path.exists(names), "the embedded dataset has no classes.txt to change"
+    with open(names, "w") as stream:
+        stream.write("\n".join(reversed(embedded.CLASSES)) + "\n")
+    with pytest.raises(zoo.DataError, match="classes"):
+        evaluate(EvalOptions(checkpoint=trained, data_root=other, progress=False))
+
+
+def test_demo_draws_the_detections_it_returns(shapes, trained, tmp_path):
+    picture = tmp_path / "sub" / "demo.png"
     image = os.path.join(shapes, "JPEGImages", "000008.jpg")
-    assert demo_tool.main(["--checkpoint", prefix, "--image", image, "--output", str(picture),
-                           "--threshold", "0.0"]) == 0
+    detections = demo(DemoOptions(checkpoint=trained, image=image, output=str(picture),
+                                  threshold=0.0))
     assert picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert len(detections) > 0 and detections.boxes.shape == (len(detections), 4)
+    assert set(detections.names) <= set(embedded.CLASSES)
+    high = demo(DemoOptions(checkpoint=trained, image=image, output=str(picture),
+                            threshold=0.99))
+    assert len(high) < len(detections) and (high.scores >= 0.99).all()
 
 
-SMALL_SHAPES = {"ssd_resnet50": "300", "ssd_resnet101": "300", "ssd_inceptionv3": "300",
-                "ssd_mobilenetv2": "192"}
+def test_quantize_writes_an_int8_artifact(shapes, trained, tmp_path):
+    output = str(tmp_path / "int8")
+    result = quantize(QuantizeOptions(checkpoint=trained, data_root=shapes, batch_size=4,
+                                      calib_batches=1, output=output, exclude=("no_such",)))
+    calibration = result.precision["calibration"]
+    assert result.prefix == output and result.precision["dtype"] == "int8"
+    assert calibration["mode"] == "naive" and calibration["images"] == 4
+    assert calibration["excluded"] == ["no_such"] and calibration["int8_layers"] > 0
+    loaded = artifact.load(output)
+    assert loaded.is_int8 and loaded.precision == result.precision
+    with pytest.raises(artifact.ArtifactError, match="already int8"):
+        quantize(QuantizeOptions(checkpoint=output, data_root=shapes, batch_size=4))
+    with pytest.raises(zoo.DataError, match="calibration batch"):
+        quantize(QuantizeOptions(checkpoint=trained, data_root=shapes, split="val",
+                                 batch_size=8, output=str(tmp_path / "none")))
+
+
+def test_export_resaves_an_artifact_or_a_registered_model(trained, tmp_path):
+    plain = export(ExportOptions(output=str(tmp_path / "plain"), checkpoint=trained,
+                                 fused=False))
+    loaded, source = artifact.load(plain.prefix), artifact.load(trained)
+    assert plain.epoch == source.epoch and os.path.exists(plain.meta_path)
+    assert loaded.symbol.tojson() == source.model.symbol().tojson()
+    assert_same_params((loaded.arg_params, loaded.aux_params),
+                       (source.arg_params, source.aux_params))
+    fresh = export(ExportOptions(output=str(tmp_path / "fresh"), network="ssd_mobilenetv2",
+                                 data_shape=192))
+    assert fresh.epoch == 0 and artifact.load(fresh.prefix).model.config["data_shape"] == 192
+    with pytest.raises(zoo.errors.OptionsError):
+        export(ExportOptions(output=str(tmp_path / "x")))
+
+
+SMALL_SHAPES = {"ssd_resnet50": 300, "ssd_resnet101": 300, "ssd_inceptionv3": 300,
+                "ssd_mobilenetv2": 192}
 
 
 @pytest.mark.parametrize("network", sorted(zoo.list_models()))
 def test_every_model_trains_and_evaluates(network, shapes, tmp_path):
-    shape = SMALL_SHAPES.get(network, "160")
-    flags = train_flags(shapes, tmp_path, "--val-set", "", "--batch-size", "2", network=network,
-                        shape=shape)
-    flags += ["--train-set", "val"]
-    assert train_tool.main(flags) == 0
-    prefix = str(tmp_path / network)
-    assert checkpoint.latest_epoch(prefix) == 1
-    assert eval_tool.main(["--checkpoint", prefix, "--dataset", "voc", "--data-root", shapes,
-                           "--split", "val", "--batch-size", "2", "--no-progress"]) == 0
+    options = train_options(shapes, tmp_path, network=network, val_split="", batch_size=2,
+                            train_split="val", data_shape=SMALL_SHAPES.get(network, 160))
+    prefix = train(options).prefix
+    assert prefix == str(tmp_path / network) and artifact.latest_epoch(prefix) == 1
+    result = evaluate(EvalOptions(checkpoint=prefix, data_root=shapes, batch_size=2,
+                                  progress=False))
+    assert result.images == 4

@@ -1,6 +1,5 @@
 """Detections drawn on images, the training-log plot and its command-line tool."""
 import os
-import runpy
 import subprocess
 import sys
 
@@ -8,6 +7,7 @@ import cv2
 import numpy as np
 import pytest
 
+import zoo.cli
 from zoo.visualize import class_color, draw_detections, plot_training_log, save_png
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -105,23 +105,24 @@ def test_plot_training_log_rejects_bad_logs(tmp_path, header, rows, message):
         plot_training_log(write_log(tmp_path / "bad.csv", rows, header), str(tmp_path / "x.png"))
 
 
-def plot_log_main():
-    """The CLI's ``main`` function, loaded without running the script."""
-    return runpy.run_path(PLOT_LOG, run_name="plot_log")["main"]
-
-
 def test_cli_writes_png_next_to_the_csv(tmp_path, capsys):
     csv_path = write_log(tmp_path / "train.csv", TRAINING_LOG)
-    assert plot_log_main()([csv_path]) == 0
+    assert zoo.cli.main(["plot-log", csv_path]) == 0
     assert capsys.readouterr().out.strip() == str(tmp_path / "train.png")
     assert (tmp_path / "train.png").read_bytes().startswith(PNG_SIGNATURE)
 
 
 def test_cli_missing_csv_is_a_clear_error(tmp_path, capsys):
+    assert zoo.cli.main(["plot-log", str(tmp_path / "missing.csv")]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("zoo plot-log: error: ") and "No such file" in err
+
+
+def test_cli_help_lists_the_flags(capsys):
     with pytest.raises(SystemExit) as exit_info:
-        plot_log_main()([str(tmp_path / "missing.csv")])
-    assert exit_info.value.code == 2
-    assert "No such file" in capsys.readouterr().err
+        zoo.cli.main(["plot-log", "--help"])
+    out = capsys.readouterr().out
+    assert exit_info.value.code == 0 and "csv" in out and "--output" in out
 
 
 def test_cli_bad_csv_exits_with_a_message(tmp_path):
@@ -129,8 +130,9 @@ def test_cli_bad_csv_exits_with_a_message(tmp_path):
     result = subprocess.run([sys.executable, PLOT_LOG, csv_path, "--output",
                              str(tmp_path / "bad.png")],
                             env=dict(os.environ, PYTHONPATH=ROOT), capture_output=True, text=True)
-    assert result.returncode == 2
-    assert "plot_log.py: error:" in result.stderr and "no 'epoch' column" in result.stderr
+    assert result.returncode == 1
+    assert result.stderr.startswith("zoo plot-log: error:")
+    assert "no 'epoch' column" in result.stderr
     assert "Traceback" not in result.stderr
     assert not (tmp_path / "bad.png").exists()
 

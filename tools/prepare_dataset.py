@@ -1,8 +1,8 @@
 #!/usr/bin/env python
-"""Pack a VOC or COCO dataset into MXNet PREFIX.lst, PREFIX.rec and PREFIX.idx."""
+"""``zoo prepare-data`` (see its --help), kept as a script so that existing commands still work."""
 import sys
 
-from zoo.data.prepare import main
+import zoo.cli  # the zoo first: it sets OMP_NUM_THREADS before MXNet loads
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(zoo.cli.main(["prepare-data", *sys.argv[1:]]))

@@ -1,18 +1,7 @@
-"""Command line: ``python -m zoo check [CONFIG.yaml ...]``."""
+"""``python -m zoo COMMAND``: see :mod:`zoo.cli`."""
 import sys
 
-from .check import main as check_main
-
-COMMANDS = {"check": check_main}
-
-
-def main(argv=None):
-    argv = sys.argv[1:] if argv is None else argv
-    if not argv or argv[0] not in COMMANDS:
-        print("usage: python -m zoo {%s} [args]" % ",".join(COMMANDS), file=sys.stderr)
-        return 2
-    return COMMANDS[argv[0]](argv[1:])
-
+from .cli import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -1,8 +1,6 @@
-"""``python -m zoo check``: build and validate every registered model at every
-supported data shape and print one table row per build."""
-import argparse
+"""The config checker behind ``zoo check``: build and validate every registered model at
+every supported data shape, one table row per build."""
 import os
-import sys
 
 from .config import load_config, resolve
 from .errors import ConfigError
@@ -34,23 +32,17 @@ def format_table(rows):
     return "\n".join(lines)
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(
-        prog="python -m zoo check",
-        description="Validate model configs against their backbone graphs and print a table.")
-    parser.add_argument("configs", nargs="*",
-                        help="YAML files to check (default: every registered model)")
-    args = parser.parse_args(argv)
-    paths = args.configs or [os.path.join(configs_dir(), n + ".yaml") for n in list_models()]
+def registered_config_files():
+    return [os.path.join(configs_dir(), name + ".yaml") for name in list_models()]
+
+
+def check_files(paths):
+    """``(rows, failures)`` of the YAML files ``paths``: the table rows of those that build
+    at every shape, one line per file that does not."""
     rows, failures = [], []
     for path in paths:
         try:
             rows.extend(check_config(load_config(path)))
         except (ConfigError, OSError) as err:
             failures.append("FAIL %s" % err)
-    if rows:
-        print(format_table(rows))
-    for failure in failures:
-        print(failure, file=sys.stderr)
-    print("%d configs checked, %d failed" % (len(paths), len(failures)))
-    return 1 if failures else 0
+    return rows, failures

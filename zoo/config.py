@@ -1,9 +1,12 @@
 """Model configurations: YAML files read with ``yaml.safe_load``, defaults, overrides.
 
-A config is a plain dict. Per-data-shape values live under ``shapes:``; resolving
-a config for its ``data_shape`` merges that section into the top level, so the
-rest of the zoo sees one flat dict.
+A raw config is a plain dict. Per-data-shape values live under ``shapes:``;
+:func:`resolve` merges that section into the top level and returns a
+:class:`ModelSpec`, a read-only flat mapping that the rest of the zoo reads.
+A spec never changes: the fields an architecture derives from the graph go
+into a new spec (:meth:`ModelSpec.merged`), and the user's dict is never written.
 """
+import collections.abc
 import copy
 import os
 
@@ -11,6 +14,49 @@ import yaml
 
 from .detectors import ARCHITECTURES
 from .errors import ConfigError
+
+
+class ModelSpec(collections.abc.Mapping):
+    """A resolved model config, read-only: no item or attribute can be set, and reading a
+    list or dict field gives a copy, so changing what was read cannot change the spec."""
+
+    __slots__ = ("_fields",)
+
+    def __init__(self, fields):
+        object.__setattr__(self, "_fields", copy.deepcopy(dict(fields)))
+
+    def __getitem__(self, field):
+        return copy.deepcopy(self._fields[field])
+
+    def __iter__(self):
+        return iter(self._fields)
+
+    def __len__(self):
+        return len(self._fields)
+
+    def __setattr__(self, name, value):
+        raise AttributeError("ModelSpec is read-only; use merged() for a new spec")
+
+    def __delattr__(self, name):
+        raise AttributeError("ModelSpec is read-only")
+
+    def __copy__(self):
+        return self
+
+    def __deepcopy__(self, memo):
+        return self
+
+    def __repr__(self):
+        return "ModelSpec(%r)" % self._fields
+
+    def merged(self, fields):
+        """A new spec with ``fields`` (e.g. an architecture's derived fields) set."""
+        return ModelSpec(dict(self._fields, **copy.deepcopy(dict(fields))))
+
+    def to_dict(self):
+        """A plain deep-copied dict (JSON-able for configs read from YAML or JSON)."""
+        return copy.deepcopy(self._fields)
+
 
 def load_config(path):
     """Read a model config from a YAML file; its name defaults to the file's stem.
@@ -47,18 +93,20 @@ def _read_yaml(path):
 def resolve(raw, overrides=None):
     """Apply defaults, ``overrides`` and the section of ``shapes`` for the data shape.
 
-    Returns a new flat dict; ``supported_shapes`` lists the shapes the config declares.
+    Returns a new :class:`ModelSpec`; neither ``raw`` nor ``overrides`` is changed.
+    ``supported_shapes`` lists the shapes the config declares; a config resolved before
+    (it has no ``shapes`` section any more) keeps the list it carries.
     """
-    config = copy.deepcopy(raw)
+    config = copy.deepcopy(dict(raw))
     name = config.get("name", "<unnamed>")
     arch = config.get("arch")
     if arch not in ARCHITECTURES:
         raise ConfigError(name, "arch", arch, "one of %s" % ", ".join(sorted(ARCHITECTURES)))
-    defaults, required = ARCHITECTURES[arch].DEFAULTS, ARCHITECTURES[arch].REQUIRED
+    defaults, required = ARCHITECTURES[arch].defaults, ARCHITECTURES[arch].required
     for field, value in defaults.items():
         config.setdefault(field, copy.deepcopy(value))
     shapes = config.pop("shapes", None) or {}
-    overrides = dict(overrides or {})
+    overrides = copy.deepcopy(dict(overrides or {}))
     unknown = sorted(set(overrides) - set(config) - set(required) - {"name"})
     if unknown:
         raise ConfigError(name, unknown[0], overrides[unknown[0]],
@@ -71,8 +119,9 @@ def resolve(raw, overrides=None):
         raise ConfigError(name, "shapes.%d" % data_shape, section, "a mapping of fields")
     config.update(copy.deepcopy(section))
     config.update(overrides)
-    config["supported_shapes"] = sorted(shapes) or [config["data_shape"]]
+    if shapes or "supported_shapes" not in config:
+        config["supported_shapes"] = sorted(shapes) or [config["data_shape"]]
     missing = [field for field in required if field not in config]
     if missing:
         raise ConfigError(name, missing[0], None, "a required field for arch %r" % arch)
-    return config
+    return ModelSpec(config)

@@ -16,3 +16,8 @@ class PretrainedNotFound(FileNotFoundError):
 class DataError(ValueError):
     """A dataset file is missing or malformed; the message is one line naming the file
     (and line, where there is one) and what is wrong."""
+
+
+class OptionsError(ValueError):
+    """A job's options are out of range or contradict each other; the message is one line
+    naming them."""

@@ -40,15 +40,6 @@ def predict(model, arg_params, aux_params, dataset, batch_size=8, num_workers=No
     return results
 
 
-def detect_image(model, arg_params, aux_params, image, ctx=None, symbol=None):
-    """Detections ``(N, 6)`` (normalised boxes, padding removed) on one RGB uint8 image;
-    ``symbol`` as for :func:`predict`."""
-    data, _ = val_transform(model)(image, np.zeros((0, 6), np.float32))
-    predictor = model_predictor(model, arg_params, aux_params, ctx, symbol)
-    detections = predictor(**model.input_arrays(data[None]))[0].asnumpy()[0]
-    return detections[detections[:, 0] >= 0]
-
-
 def in_pixels(detections, record):
     """Detection rows with boxes scaled from [0, 1] to the record's pixels."""
     scaled = detections.copy()

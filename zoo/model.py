@@ -1,6 +1,4 @@
 """The model object users get from ``zoo.get_model``: symbols, parameters, export."""
-import copy
-
 import mxnet as mx
 import numpy as np
 
@@ -9,52 +7,66 @@ from . import modeling
 from . import deploy, pretrained
 from .config import resolve
 from .detectors import ARCHITECTURES
+from .detectors.base import outputs_by_name
 from .graph import BackboneGraph
+from .preprocessing import preprocessing
 from .validate import Checker
 
 
 def build_model(config, pretrained_backbone=False, **overrides):
-    """Validate ``config`` (a dict from ``load_config``) with ``overrides`` and build the model.
+    """Validate ``config`` with ``overrides`` and build the model; ``config`` is a dict from
+    ``load_config`` or a model's fully resolved ``config`` (derived fields included, as
+    artifacts store it), which rebuilds the same model. ``config`` is never changed.
 
     Raises :class:`zoo.ConfigError` before any detector graph is built if the config is wrong.
     """
-    resolved = resolve(config, overrides)
-    arch = ARCHITECTURES[resolved["arch"]]
+    spec = resolve(config, overrides)
+    arch = ARCHITECTURES[spec["arch"]]
     try:
-        backbone = modeling.get_backbone(resolved["backbone"])
+        backbone = modeling.get_backbone(spec["backbone"])
     except KeyError:
-        Checker(resolved).fail("backbone", resolved["backbone"],
-                               "one of %s" % ", ".join(sorted(modeling.BACKBONES)))
-    height, width = arch.input_shapes(resolved)["data"][2:]
-    arch.prepare(resolved, backbone, BackboneGraph(backbone.body(), height, width))
-    model = DetectionModel(resolved, backbone, arch)
+        Checker(spec).fail("backbone", spec["backbone"],
+                           "one of %s" % ", ".join(sorted(modeling.BACKBONES)))
+    height, width = arch.input_shapes(spec)["data"][2:]
+    derived = arch.derive(spec, backbone, BackboneGraph(backbone.body(), height, width))
+    model = DetectionModel(spec.merged(derived), backbone, arch)
     if pretrained_backbone:
         model.pretrained_path = pretrained.find_gluoncv_file(backbone.gluoncv_name)
     return model
 
 
 class DetectionModel:
-    """A validated detector: its config, graphs, parameters and export."""
+    """A validated detector: its config, graphs, parameters and export.
 
-    def __init__(self, config, backbone, arch):
-        self._config = config
+    ``spec`` is a resolved :class:`zoo.config.ModelSpec` with the architecture's derived
+    fields, ``arch`` its :class:`zoo.detectors.Architecture`."""
+
+    def __init__(self, spec, backbone, arch):
+        self._spec = spec
         self.backbone = backbone
         self.arch = arch
         self.pretrained_path = None
         self.arg_params, self.aux_params = None, None
+        self._train_outputs = None
 
     @property
     def config(self):
-        """A copy of the resolved config (defaults, shape section and overrides applied)."""
-        return copy.deepcopy(self._config)
+        """The resolved config as a plain dict (a copy): defaults, shape section, overrides
+        and derived fields applied. ``build_model(model.config)`` rebuilds this model."""
+        return self._spec.to_dict()
+
+    @property
+    def spec(self):
+        """The resolved config as a read-only :class:`zoo.config.ModelSpec`."""
+        return self._spec
 
     @property
     def name(self):
-        return self._config["name"]
+        return self._spec["name"]
 
     def input_shapes(self, batch_size=1):
         """Shapes of the inference graph's inputs (``data``, and ``im_info`` for Faster R-CNN)."""
-        return self.arch.input_shapes(self._config, batch_size)
+        return self.arch.input_shapes(self._spec, batch_size)
 
     def input_arrays(self, data):
         """The inference and training graphs' inputs for a batch of images ``data``
@@ -69,19 +81,37 @@ class DetectionModel:
 
     def train_input_shapes(self, batch_size=1, max_objects=32):
         """Shapes of the training graph's inputs, ``label`` included."""
-        return self.arch.train_input_shapes(self._config, batch_size, max_objects)
+        return self.arch.train_input_shapes(self._spec, batch_size, max_objects)
 
     def symbol(self):
         """Inference graph: inputs to detections ``(B, N, 6)``."""
-        return self.arch.symbols.inference_symbol(self.backbone, self._config)
+        return self.arch.inference_symbol(self.backbone, self._spec)
 
     def train_symbol(self):
-        """Training graph: inputs and ``label`` to the losses."""
-        return self.arch.symbols.training_symbol(self.backbone, self._config)
+        """Training graph: inputs and ``label`` to named outputs (see :meth:`training_losses`)."""
+        return self.arch.training_symbol(self.backbone, self._spec)
+
+    @property
+    def loss_names(self):
+        """The keys of :meth:`training_losses`, in display order."""
+        return tuple(self.arch.loss_names)
+
+    def training_losses(self, outputs):
+        """``{loss name: float}`` from ``outputs``, the arrays a forward pass of
+        :meth:`train_symbol` returns in its order (``module.get_outputs()``); each is
+        picked by its output's name."""
+        if self._train_outputs is None:  # building the graph per batch would cost more
+            self._train_outputs = tuple(self.train_symbol().list_outputs())
+        return self.arch.training_losses(outputs_by_name(self._train_outputs, outputs))
+
+    def preprocessing(self):
+        """``{"mean", "std", "resize": "stretch", "data_shape": [H, W]}``: how an image
+        becomes this model's input; the one source for transforms, detector and artifact."""
+        return preprocessing(self._spec)
 
     def describe(self):
         """``(feature maps, anchor count)`` as the checker table shows them."""
-        return self.arch.describe(self._config, self.backbone)
+        return self.arch.describe(self._spec, self.backbone)
 
     def param_shapes(self):
         """``(arg_shapes, aux_shapes)``: trainable and auxiliary (BN statistics) by name."""
@@ -125,16 +155,26 @@ class DetectionModel:
             self.aux_params.update({k: v.as_in_context(ctx) for k, v in aux.items()})
         return self.arg_params, self.aux_params
 
+    def detector(self, ctx=None):
+        """A :class:`zoo.Detector` on this model's parameters (initialised first if none)."""
+        from .detector import Detector  # zoo.detector builds on this module, not the reverse
+        return Detector(self, *(self.init_params() if self.arg_params is None
+                                else (self.arg_params, self.aux_params)), ctx=ctx)
+
     def export(self, prefix, epoch=0, fused=True):
-        """Write ``prefix-symbol.json`` (inference graph) and ``prefix-%04d.params`` in MXNet's
-        checkpoint format; initialises parameters first if none are set.
+        """Write epoch ``epoch`` of a complete artifact (:mod:`zoo.artifact`, format 2:
+        ``prefix-symbol.json``, ``prefix-%04d.params`` in MXNet's checkpoint format and
+        ``prefix-%04d.json`` describing the model), which ``zoo.artifact.load(prefix)``
+        reads; initialises parameters first if none are set. Returns the graph's and the
+        parameters' paths.
 
         ``fused`` writes the graph with MKL-DNN's fused operators (see :mod:`zoo.deploy`),
         which loads only in MXNet builds with MKL-DNN; ``fused=False`` writes the portable
         graph (e.g. for GPUs)."""
+        from . import artifact  # zoo.artifact rebuilds models with this module
         if self.arg_params is None:
             self.init_params()
         symbol = deploy.fuse(self.symbol()) if fused else self.symbol()
-        mx.model.save_checkpoint(prefix, epoch, symbol, self.arg_params, self.aux_params,
-                                 remove_amp_cast=False)
-        return "%s-symbol.json" % prefix, "%s-%04d.params" % (prefix, epoch)
+        artifact.save(prefix, epoch, self, self.arg_params, self.aux_params, symbol=symbol)
+        files = artifact.epoch_files(prefix, epoch)
+        return artifact.symbol_path(prefix), files.params

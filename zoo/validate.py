@@ -6,13 +6,17 @@ layer is proved from the graph: it exists, lies on the trunk and is the
 deepest layer at its resolution.
 """
 import difflib
+import math
 import numbers
 
 from .errors import ConfigError
 
 
 def is_number(value):
-    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+    """Whether ``value`` is a finite real number (booleans, NaN and infinities are not): the
+    check for config fields and for numbers read from annotation files alike."""
+    return isinstance(value, numbers.Real) and not isinstance(value, bool) \
+        and math.isfinite(value)
 
 
 def is_int(value):

@@ -9,6 +9,9 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
+from .detector import Detections, label_names, rgb_image
+from .errors import DataError
+
 FONT = cv2.FONT_HERSHEY_SIMPLEX
 # Stepping the hue by the golden ratio keeps the colours of neighbouring class ids apart.
 HUE_STEP = 0.618033988749895
@@ -41,21 +44,16 @@ def label_origin(label_size, box, image_size):
 
 
 def visible_detections(detections, score_threshold):
-    """Rows ``[class_id, score, x1, y1, x2, y2]`` worth drawing, lowest score first.
-
-    Rows with a negative class (suppressed or padding) or a score under the
-    threshold are dropped; the order puts the most confident labels on top.
-    """
+    """Rows ``[class_id, score, x1, y1, x2, y2]`` worth drawing: rows with a negative
+    class (suppressed or padding) or a score under the threshold are dropped."""
     rows = np.asarray(detections, dtype=np.float64).reshape(-1, 6)
-    rows = rows[(rows[:, 0] >= 0) & (rows[:, 1] >= score_threshold)]
-    return rows[np.argsort(rows[:, 1], kind="stable")]
+    return rows[(rows[:, 0] >= 0) & (rows[:, 1] >= score_threshold)]
 
 
-def pixel_box(normalised_box, width, height):
-    """Integer pixel corners of a box normalised to [0, 1], clipped to the image."""
-    scale = np.array([width, height, width, height])
+def pixel_box(box, width, height):
+    """Integer pixel corners of a box in pixels, clipped to the image."""
     limit = np.array([width - 1, height - 1, width - 1, height - 1])
-    return tuple(int(v) for v in np.clip(np.round(normalised_box * scale), 0, limit))
+    return tuple(int(v) for v in np.clip(np.round(box), 0, limit))
 
 
 def draw_label(image, text, box, color, font_scale):
@@ -69,29 +67,36 @@ def draw_label(image, text, box, color, font_scale):
                 font_scale, text_color(color), 1, cv2.LINE_AA)
 
 
-def draw_detections(image_rgb, detections, class_names, score_threshold=0.5):
-    """A copy of the RGB uint8 image with boxes, class names and scores drawn.
-
-    ``detections`` are rows ``[class_id, score, x1, y1, x2, y2]`` with corners
-    normalised to [0, 1] (the model's output); rows with class -1 or a score under
-    ``score_threshold`` are skipped. Each class has its own colour; a class id
-    without a name is written as its number.
-    """
-    image = np.array(image_rgb, copy=True, order="C")  # OpenCV draws on C-ordered arrays only
-    if image.dtype != np.uint8 or image.ndim != 3 or image.shape[2] != 3:
-        raise ValueError("expected an RGB uint8 image (H, W, 3), got %s %s"
-                         % (image.dtype, image.shape))
+def draw(image, detections):
+    """A copy of ``image`` (a path or an array, as :class:`zoo.Detector` takes them) as
+    RGB uint8 with the boxes, names and scores of ``detections`` (:class:`zoo.Detections`,
+    boxes in pixels of the image) drawn, each class in its own colour, the most confident
+    labels on top."""
+    # OpenCV draws on C-ordered arrays only, and the caller's array stays untouched.
+    image = np.array(rgb_image(image), copy=True, order="C")
     height, width = image.shape[:2]
     thickness = max(1, round(min(height, width) / 300))
     font_scale = max(0.4, min(height, width) / 1000)
-    for class_id, score, *corners in visible_detections(detections, score_threshold):
-        box = pixel_box(np.array(corners), width, height)
-        class_id = int(class_id)
-        color = class_color(class_id)
-        name = class_names[class_id] if class_id < len(class_names) else str(class_id)
+    for index in np.argsort(detections.scores, kind="stable"):
+        box = pixel_box(detections.boxes[index], width, height)
+        color = class_color(int(detections.labels[index]))
         cv2.rectangle(image, box[:2], box[2:], color, thickness)
-        draw_label(image, "%s %.2f" % (name, score), box, color, font_scale)
+        draw_label(image, "%s %.2f" % (detections.names[index], detections.scores[index]), box,
+                   color, font_scale)
     return image
+
+
+def draw_detections(image_rgb, detections, class_names, score_threshold=0.5):
+    """:func:`draw` for the model's output rows ``[class_id, score, x1, y1, x2, y2]`` with
+    corners normalised to [0, 1]; rows with class -1 or a score under ``score_threshold``
+    are skipped."""
+    image = rgb_image(image_rgb)
+    height, width = image.shape[:2]
+    rows = visible_detections(detections, score_threshold)
+    labels = rows[:, 0].astype(np.int64)
+    return draw(image, Detections(
+        boxes=rows[:, 2:6] * [width, height, width, height], scores=rows[:, 1], labels=labels,
+        names=label_names(class_names, labels)))
 
 
 def save_png(path, image_rgb):
@@ -104,16 +109,16 @@ def save_png(path, image_rgb):
 
 
 def read_log_rows(csv_path):
-    """The rows of a per-epoch training CSV log as dicts; raises ValueError if unusable."""
+    """The rows of a per-epoch training CSV log as dicts; raises DataError if unusable."""
     with open(csv_path, newline="") as handle:
         reader = csv.DictReader(handle)
         rows = list(reader)
         columns = reader.fieldnames or []
     if "epoch" not in columns:
-        raise ValueError("%s: no 'epoch' column (columns: %s)"
-                         % (csv_path, ", ".join(columns) or "none"))
+        raise DataError("%s: no 'epoch' column (columns: %s)"
+                        % (csv_path, ", ".join(columns) or "none"))
     if not rows:
-        raise ValueError("%s: no rows after the header" % csv_path)
+        raise DataError("%s: no rows after the header" % csv_path)
     return rows
 
 
@@ -125,7 +130,7 @@ def log_column(rows, name):
         try:
             values.append(float(cell) if cell else np.nan)
         except ValueError:
-            raise ValueError("line %d: %s = %r is not a number" % (line, name, cell)) from None
+            raise DataError("line %d: %s = %r is not a number" % (line, name, cell)) from None
     return np.array(values)
 
 

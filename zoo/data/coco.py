@@ -8,11 +8,11 @@ category map are kept so predictions can be written back as COCO results.
 import contextlib
 import io
 import json
-import math
 import os
 
 from pycocotools.coco import COCO
 
+from ..validate import is_number
 from .dataset import DetectionDataset
 from .images import check_image_file
 from .records import SkipPolicy, data_error, make_record
@@ -161,8 +161,3 @@ def crowd_flag(ann, source):
         raise data_error(source, "annotation id %s: iscrowd is %r, not 0 or 1"
                          % (ann.get("id"), crowd))
     return crowd
-
-
-def is_number(value):
-    """Whether a JSON value is a finite number (booleans are not)."""
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)

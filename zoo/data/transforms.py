@@ -18,8 +18,8 @@ import threading
 import cv2
 import numpy as np
 
-MEAN_PIXELS = (123.68, 116.779, 103.939)
-STD_PIXELS = (58.393, 57.12, 57.375)
+from ..boxes import iou
+from ..preprocessing import MEAN_PIXELS, STD_PIXELS
 MIN_IOUS = (None, 0.1, 0.3, 0.5, 0.7, 0.9)
 """SSD's crop constraints: None keeps the whole image, a number needs a box with that IoU."""
 
@@ -145,20 +145,10 @@ def constrained_window(canvas, boxes, min_iou, rng):
     aspect = sides[:, 1] / sides[:, 0]
     valid = (aspect >= 1 / CROP_MAX_ASPECT) & (aspect <= CROP_MAX_ASPECT)
     if len(boxes):
-        fits = (box_iou(windows, boxes) >= min_iou) & centres_inside(boxes, windows.T[:, :, None])
+        fits = (iou(windows, boxes) >= min_iou) & centres_inside(boxes, windows.T[:, :, None])
         valid &= fits.any(axis=1)
     chosen = np.flatnonzero(valid)
     return windows[chosen[0]] if chosen.size else None
-
-
-def box_iou(first, second):
-    """Pairwise IoU of corner boxes: (N, 4) and (K, 4) -> (N, K)."""
-    top_left = np.maximum(first[:, None, :2], second[None, :, :2])
-    bottom_right = np.minimum(first[:, None, 2:], second[None, :, 2:])
-    overlap = np.prod(np.clip(bottom_right - top_left, 0, None), axis=2)
-    area_first = np.prod(first[:, 2:] - first[:, :2], axis=1)
-    area_second = np.prod(second[:, 2:] - second[:, :2], axis=1)
-    return overlap / (area_first[:, None] + area_second[None, :] - overlap)
 
 
 def centres_inside(boxes, window):

@@ -1,9 +1,9 @@
-"""Per-architecture config knowledge: defaults, validation, input shapes, table entries.
+"""Detector architectures: each implements :class:`zoo.detectors.base.Architecture`
+(config defaults, validation and derived fields, graph builders, named losses)."""
+from .base import Architecture
+from .faster_rcnn import FasterRCNN
+from .ssd import SSD
 
-Each module provides ``DEFAULTS``, ``REQUIRED``, ``symbols`` (the graph builder),
-``prepare(config, backbone, graph)``, ``input_shapes``, ``train_input_shapes``
-and ``describe``.
-"""
-from . import faster_rcnn, ssd
+ARCHITECTURES = {arch.name: arch for arch in (SSD(), FasterRCNN())}
 
-ARCHITECTURES = {"ssd": ssd, "faster_rcnn": faster_rcnn}
+__all__ = ["ARCHITECTURES", "Architecture", "FasterRCNN", "SSD"]

@@ -1,4 +1,6 @@
-"""SSD configs: defaults, validation against the backbone graph, input shapes."""
+"""SSD configs: defaults, validation against the backbone graph, input shapes, losses."""
+import types
+
 import mxnet as mx
 import numpy as np
 
@@ -7,84 +9,119 @@ from ..modeling import ssd as symbols
 from ..graph import effective_stride
 from ..metrics.arrays import to_numpy
 from ..validate import Checker, check_backbone_layer, is_int, is_number
+from .base import COMMON_DEFAULTS, Architecture
 
-DEFAULTS = {
-    "num_classes": 20,
-    "class_names": None,
-    "data_shape": 512,
-    "steps": None,
-    "extra_use_bn": True,
-    "overlap_threshold": 0.5,
-    "negative_mining_ratio": 3.0,
-    "negative_mining_thresh": 0.5,
-    "variances": [0.1, 0.1, 0.2, 0.2],
-    "nms_threshold": 0.45,
-    "nms_topk": 400,
-    "force_suppress": False,
-    "mean_pixels": [123.68, 116.779, 103.939],
-    "std_pixels": [58.393, 57.12, 57.375],
-}
+DEFAULTS = types.MappingProxyType(dict(
+    COMMON_DEFAULTS,
+    data_shape=512,
+    steps=None,
+    extra_use_bn=True,
+    overlap_threshold=0.5,
+    negative_mining_ratio=3.0,
+    negative_mining_thresh=0.5,
+    variances=[0.1, 0.1, 0.2, 0.2],
+    nms_threshold=0.45,
+    nms_topk=400,
+    force_suppress=False,
+))
 REQUIRED = ("backbone", "from_layers", "num_filters", "strides", "pads", "normalizations",
             "sizes", "ratios")
 PER_FEATURE_FIELDS = ("from_layers", "num_filters", "strides", "pads", "sizes", "ratios",
                       "normalizations")
 MAX_ANCHOR_SIZE = 1.2
-
-
-def input_shapes(config, batch_size=1):
-    side = config["data_shape"]
-    return {"data": (batch_size, 3, side, side)}
-
-
-def train_input_shapes(config, batch_size=1, max_objects=32):
-    return dict(input_shapes(config, batch_size), label=(batch_size, max_objects, 6))
-
-
 LOSS_NAMES = ("cls_loss", "box_loss")
 
 
-def training_losses(outputs):
-    """Mean cross-entropy over the anchors that count and smooth L1 per positive anchor,
-    from the training graph's outputs (NDArrays or numpy arrays)."""
-    cls_prob, loc_loss, cls_target = (to_numpy(o) for o in outputs[:3])
-    target = cls_target.astype(np.int64)
-    valid = target >= 0
-    picked = np.take_along_axis(cls_prob, np.maximum(target, 0)[:, None, :], axis=1)[:, 0]
-    positives = max(int((target > 0).sum()), 1)
-    return {"cls_loss": float(-np.log(picked[valid] + 1e-12).mean()) if valid.any() else 0.0,
-            "box_loss": float(loc_loss.sum() / positives)}
+class SSD(Architecture):
+    """Single-shot detection on backbone layers plus extra blocks. Derived fields:
+    ``feature_layers`` (layer names), ``feature_channels`` and ``steps`` (-1 where the
+    config derives them from the map size)."""
+
+    name = "ssd"
+    defaults = DEFAULTS
+    required = REQUIRED
+    loss_names = LOSS_NAMES
+    output_names = symbols.TRAINING_OUTPUTS
+
+    def derive(self, spec, backbone, graph):
+        check_fields(spec)
+        check = Checker(spec)
+        layers = [check_backbone_layer(check, backbone, graph, "from_layers[%d]" % i, name)
+                  if name else "" for i, name in enumerate(spec["from_layers"])]
+        shapes = feature_shapes(spec, backbone, layers)
+        return {"feature_layers": layers,
+                "feature_channels": [shape[1] for shape in shapes],
+                "steps": check_feature_maps(spec, [shape[2] for shape in shapes])}
+
+    def input_shapes(self, spec, batch_size=1):
+        side = spec["data_shape"]
+        return {"data": (batch_size, 3, side, side)}
+
+    def inference_symbol(self, backbone, spec):
+        return symbols.inference_symbol(backbone, feature_maps(spec), anchor_boxes(spec),
+                                        spec["num_classes"], decoding(spec))
+
+    def training_symbol(self, backbone, spec):
+        return symbols.training_symbol(backbone, feature_maps(spec), anchor_boxes(spec),
+                                       spec["num_classes"], decoding(spec), matching(spec))
+
+    def training_losses(self, named_outputs):
+        """Mean cross-entropy over the anchors that count and smooth L1 per positive anchor
+        (NDArrays or numpy arrays)."""
+        cls_prob, loc_loss, cls_target = (to_numpy(named_outputs[n])
+                                          for n in ("cls_prob", "loc_loss", "cls_label"))
+        target = cls_target.astype(np.int64)
+        valid = target >= 0
+        picked = np.take_along_axis(cls_prob, np.maximum(target, 0)[:, None, :], axis=1)[:, 0]
+        positives = max(int((target > 0).sum()), 1)
+        return {"cls_loss": float(-np.log(picked[valid] + 1e-12).mean()) if valid.any() else 0.0,
+                "box_loss": float(loc_loss.sum() / positives)}
+
+    def describe(self, spec, backbone):
+        """Feature maps as ``HxW/stride`` and the anchor count, for the checker table."""
+        side = spec["data_shape"]
+        maps = " ".join("%dx%d/%d" % (s[2], s[3], effective_stride(side, s[2]))
+                        for s in feature_shapes(spec, backbone, spec["feature_layers"]))
+        prior = symbols.predictions(backbone, feature_maps(spec), anchor_boxes(spec),
+                                    spec["num_classes"])[2]
+        _, out_shapes, _ = prior.infer_shape(**self.input_shapes(spec))
+        return maps, out_shapes[0][1]
 
 
-def prepare(config, backbone, graph):
-    """Validate ``config`` against ``graph`` and add the derived fields the symbols need:
-    ``feature_layers``, ``feature_channels`` and ``steps``."""
-    check_fields(config)
-    check = Checker(config)
-    config["feature_layers"] = [
-        check_backbone_layer(check, backbone, graph, "from_layers[%d]" % i, name) if name else ""
-        for i, name in enumerate(config["from_layers"])]
-    shapes = feature_shapes(config, backbone)
-    config["feature_channels"] = [shape[1] for shape in shapes]
-    config["steps"] = check_feature_maps(config, [shape[2] for shape in shapes])
+def feature_maps(spec):
+    return symbols.FeatureMaps(
+        layers=tuple(spec["feature_layers"]), filters=tuple(spec["num_filters"]),
+        strides=tuple(spec["strides"]), pads=tuple(spec["pads"]), use_bn=spec["extra_use_bn"],
+        normalizations=tuple(spec["normalizations"]), channels=tuple(spec["feature_channels"]))
 
 
-def feature_shapes(config, backbone):
-    """``(1, C, H, W)`` of every map the heads see."""
+def anchor_boxes(spec):
+    side = spec["data_shape"]
+    return symbols.AnchorBoxes(
+        sizes=tuple(map(tuple, spec["sizes"])), ratios=tuple(map(tuple, spec["ratios"])),
+        steps=tuple(step / side if step > 0 else -1.0 for step in spec["steps"]))
+
+
+def decoding(spec):
+    return symbols.Decoding(variances=tuple(spec["variances"]),
+                            nms_threshold=spec["nms_threshold"], nms_topk=spec["nms_topk"],
+                            force_suppress=spec["force_suppress"])
+
+
+def matching(spec):
+    return symbols.Matching(overlap_threshold=spec["overlap_threshold"],
+                            negative_mining_ratio=spec["negative_mining_ratio"],
+                            negative_mining_thresh=spec["negative_mining_thresh"])
+
+
+def feature_shapes(spec, backbone, layers):
+    """``(1, C, H, W)`` of every map the heads see, the backbone taps being ``layers``."""
     features = symbols.multi_scale_features(
-        backbone.body(), config["feature_layers"], config["num_filters"], config["strides"],
-        config["pads"], config["extra_use_bn"])
-    _, out_shapes, _ = mx.sym.Group(features).infer_shape(**input_shapes(config))
+        backbone.body(), layers, spec["num_filters"], spec["strides"], spec["pads"],
+        spec["extra_use_bn"])
+    side = spec["data_shape"]
+    _, out_shapes, _ = mx.sym.Group(features).infer_shape(data=(1, 3, side, side))
     return [tuple(shape) for shape in out_shapes]
-
-
-def describe(config, backbone):
-    """Feature maps as ``HxW/stride`` and the anchor count, for the checker table."""
-    side = config["data_shape"]
-    maps = " ".join("%dx%d/%d" % (s[2], s[3], effective_stride(side, s[2]))
-                    for s in feature_shapes(config, backbone))
-    prior = symbols.predictions(backbone, config)[2]
-    _, out_shapes, _ = prior.infer_shape(**input_shapes(config))
-    return maps, out_shapes[0][1]
 
 
 def check_fields(config):

@@ -8,6 +8,7 @@ import warnings
 
 import numpy as np
 
+from ..boxes import iou as box_iou
 from .arrays import to_numpy
 
 # The recall thresholds 0, 0.1, ..., 1 exactly as py-faster-rcnn and GluonCV compute
@@ -18,23 +19,6 @@ VOC07_RECALL_THRESHOLDS = np.arange(0.0, 1.1, 0.1)
 # Match flags of a detection. IGNORED detections hit a difficult ground truth: they
 # count neither as true nor as false positives.
 FALSE_POSITIVE, TRUE_POSITIVE, IGNORED = 0, 1, -1
-
-
-def pairwise_iou(boxes_a, boxes_b, pixel_offset):
-    """IoU of every corner box in ``boxes_a`` (N, 4) with every one in ``boxes_b`` (M, 4).
-
-    Widths and heights are ``x2 - x1 + pixel_offset``: 1 reads corners as inclusive
-    pixel indices (VOC devkit, GluonCV), 0 as continuous coordinates. Returns (N, M);
-    pairs with an empty union get 0.
-    """
-    top_left = np.maximum(boxes_a[:, None, :2], boxes_b[None, :, :2])
-    bottom_right = np.minimum(boxes_a[:, None, 2:4], boxes_b[None, :, 2:4])
-    overlap = np.clip(bottom_right - top_left + pixel_offset, 0, None).prod(axis=2)
-    area_a = (boxes_a[:, 2:4] - boxes_a[:, :2] + pixel_offset).prod(axis=1)
-    area_b = (boxes_b[:, 2:4] - boxes_b[:, :2] + pixel_offset).prod(axis=1)
-    union = area_a[:, None] + area_b[None, :] - overlap
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(union > 0, overlap / union, 0.0)
 
 
 def match_detections(boxes, gt_boxes, gt_difficult, iou_thresh, pixel_offset):
@@ -48,7 +32,7 @@ def match_detections(boxes, gt_boxes, gt_difficult, iou_thresh, pixel_offset):
     flags = np.full(len(boxes), FALSE_POSITIVE, dtype=np.int8)
     if len(boxes) == 0 or len(gt_boxes) == 0:
         return flags
-    iou = pairwise_iou(boxes, gt_boxes, pixel_offset)
+    iou = box_iou(boxes, gt_boxes, pixel_offset)
     best_gt = iou.argmax(axis=1)
     best_iou = iou[np.arange(len(boxes)), best_gt]
     taken = np.zeros(len(gt_boxes), dtype=bool)

@@ -5,6 +5,7 @@ way Detectron2's ``Backbone.output_shape()`` does; detector configs refer to
 those names (or to any explicitly named internal layer), never to generated
 ones.
 """
+import abc
 from dataclasses import dataclass
 
 import mxnet as mx
@@ -21,25 +22,31 @@ class StageSpec:
     channels: int
 
 
-class Backbone:
+class Backbone(abc.ABC):
     """Base class: subclasses set ``name``, ``gluoncv_name``, ``classifier_size``
-    and implement ``stages()``, ``_body(data)`` and ``gluoncv_param_map()``."""
+    and implement the abstract methods below."""
 
     name = None
     gluoncv_name = None
     classifier_size = 224
 
+    @abc.abstractmethod
     def stages(self):
         """Declared stage outputs, shallowest first, as a list of :class:`StageSpec`."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
+    def build_stage(self, data, stage_name):
+        """The layers from the previous stage's output to ``stage_name``'s output, applied to
+        any input ``data`` (e.g. pooled ROI features) with the names they have in the body,
+        so their weights are shared with it. Raises KeyError for an unknown stage."""
+
+    @abc.abstractmethod
     def _body(self, data):
         """Build the convolutional body on ``data`` and return the deepest stage output."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def gluoncv_param_map(self):
         """Map from our parameter names to the keys of GluonCV's ``save_parameters`` file."""
-        raise NotImplementedError
 
     def output_shape(self):
         """Declared stage outputs by name."""

@@ -31,17 +31,6 @@ def grid_anchors(stride, scales, ratios, height, width):
     return (base[:, None, None, :] + shifts[None]).reshape(-1, 4)
 
 
-def iou_matrix(boxes, others):
-    """Pairwise IoU ``(len(boxes), len(others))`` in the +1 convention."""
-    x1 = np.maximum(boxes[:, None, 0], others[None, :, 0])
-    y1 = np.maximum(boxes[:, None, 1], others[None, :, 1])
-    x2 = np.minimum(boxes[:, None, 2], others[None, :, 2])
-    y2 = np.minimum(boxes[:, None, 3], others[None, :, 3])
-    inter = np.clip(x2 - x1 + 1, 0, None) * np.clip(y2 - y1 + 1, 0, None)
-    area = lambda b: (b[:, 2] - b[:, 0] + 1) * (b[:, 3] - b[:, 1] + 1)  # noqa: E731
-    return inter / (area(boxes)[:, None] + area(others)[None, :] - inter)
-
-
 def encode(boxes, targets, stds=(1.0, 1.0, 1.0, 1.0), pixel=1.0):
     """Regression targets (dx, dy, dw, dh) / stds that move ``boxes`` onto ``targets``.
 

@@ -11,7 +11,8 @@ import json
 import mxnet as mx
 import numpy as np
 
-from .box_coder import encode, grid_anchors, iou_matrix
+from ..boxes import iou as box_iou
+from .box_coder import encode, grid_anchors
 
 
 def ground_truth(label, im_info):
@@ -58,7 +59,7 @@ class RPNTarget(mx.operator.CustomOp):
             if len(boxes) == 0:
                 labels[b, subsample(inside, self.batch_size, rng)] = 0
                 continue
-            iou = iou_matrix(anchors[inside], boxes)
+            iou = box_iou(anchors[inside], boxes, offset=1)  # MultiProposal's +1 convention
             best = iou.argmax(axis=1)
             best_iou = iou[np.arange(len(inside)), best]
             labels[b, inside[best_iou < self.negative_iou]] = 0
@@ -133,7 +134,7 @@ class ProposalTarget(mx.operator.CustomOp):
         boxes, classes = ground_truth(label, im_info)
         candidates = np.concatenate([proposals, boxes]).astype(np.float32)
         if len(boxes):
-            iou = iou_matrix(candidates, boxes)
+            iou = box_iou(candidates, boxes, offset=1)  # MultiProposal's +1 convention
             best, best_iou = iou.argmax(axis=1), iou.max(axis=1)
         else:
             best, best_iou = np.zeros(len(candidates), int), np.zeros(len(candidates))

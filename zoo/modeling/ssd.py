@@ -1,12 +1,59 @@
 """SSD: multi-scale features, anchors, heads, and the training and inference graphs.
 
-One code path serves every backbone: a resolved config (see ``zoo.config``)
-names the backbone layers to tap (already resolved to layer names) and the
-extra layers to add; everything else is data.
+One code path serves every backbone. The builders take explicit arguments, grouped
+in the frozen records below; :class:`zoo.detectors.ssd.SSD` fills them from a
+resolved config (backbone layers already resolved to layer names).
 """
+from dataclasses import dataclass
+
 import mxnet as mx
 
 from .layers import StrictNameManager, conv, conv_bn, relu
+
+TRAINING_OUTPUTS = ("cls_prob", "loc_loss", "cls_label", "det_out")
+"""The training graph's outputs by operator name: class probabilities (their gradient is
+the cross-entropy's), the masked smooth-L1 box loss, the class targets (-1 ignored, 0
+background) and detections for metrics."""
+
+
+@dataclass(frozen=True)
+class FeatureMaps:
+    """The maps the heads see, one entry per map: a backbone ``layers`` name (reduced to
+    ``filters`` channels unless -1) or ``''`` for an extra block of that width, stride and
+    padding; the map's ``channels`` and its initial L2-norm scale (-1: none)."""
+    layers: tuple
+    filters: tuple
+    strides: tuple
+    pads: tuple
+    use_bn: bool
+    normalizations: tuple
+    channels: tuple
+
+
+@dataclass(frozen=True)
+class AnchorBoxes:
+    """Per map: anchor ``sizes`` and aspect ``ratios``, and the anchor ``steps`` as fractions
+    of the image side (-1: the map's own cell size)."""
+    sizes: tuple
+    ratios: tuple
+    steps: tuple
+
+
+@dataclass(frozen=True)
+class Decoding:
+    """How ``MultiBoxDetection`` turns predictions into boxes."""
+    variances: tuple
+    nms_threshold: float
+    nms_topk: int
+    force_suppress: bool
+
+
+@dataclass(frozen=True)
+class Matching:
+    """How ``MultiBoxTarget`` assigns anchors to ground truth and mines hard negatives."""
+    overlap_threshold: float
+    negative_mining_ratio: float
+    negative_mining_thresh: float
 
 
 def multi_scale_features(body, from_layers, num_filters, strides, pads, use_bn=True):
@@ -89,49 +136,50 @@ def box_predictions(features, counts):
     return _head(features, "loc", 4, counts)
 
 
-def predictions(backbone, config):
-    """Class scores, box offsets and anchors for a resolved SSD config."""
+def predictions(backbone, features, anchor_boxes, num_classes):
+    """Class scores, box offsets and anchors: ``features`` a :class:`FeatureMaps`,
+    ``anchor_boxes`` an :class:`AnchorBoxes`."""
     body = backbone.body()
-    features = multi_scale_features(body, config["feature_layers"], config["num_filters"],
-                                     config["strides"], config["pads"], config["extra_use_bn"])
-    features = l2_normalize(features, config["normalizations"], config["feature_channels"])
-    counts = [num_anchors(s, r) for s, r in zip(config["sizes"], config["ratios"])]
-    steps = [step / config["data_shape"] if step > 0 else -1.0 for step in config["steps"]]
-    return (class_predictions(features, config["num_classes"], counts),
-            box_predictions(features, counts),
-            anchors(features, config["sizes"], config["ratios"], steps))
+    maps = multi_scale_features(body, features.layers, features.filters, features.strides,
+                                features.pads, features.use_bn)
+    maps = l2_normalize(maps, features.normalizations, features.channels)
+    counts = [num_anchors(s, r) for s, r in zip(anchor_boxes.sizes, anchor_boxes.ratios)]
+    return (class_predictions(maps, num_classes, counts),
+            box_predictions(maps, counts),
+            anchors(maps, anchor_boxes.sizes, anchor_boxes.ratios, anchor_boxes.steps))
 
 
-def _detections(cls_preds, loc_preds, prior, config, name):
+def _detections(cls_preds, loc_preds, prior, decoding, name):
     cls_prob = mx.sym.softmax(cls_preds, axis=1, name=name + "_cls_prob")
     return mx.sym.contrib.MultiBoxDetection(
         cls_prob, loc_preds, prior, name=name, clip=True, threshold=0.01,
-        nms_threshold=config["nms_threshold"], force_suppress=config["force_suppress"],
-        variances=tuple(config["variances"]), nms_topk=config["nms_topk"])
+        nms_threshold=decoding.nms_threshold, force_suppress=decoding.force_suppress,
+        variances=tuple(decoding.variances), nms_topk=decoding.nms_topk)
 
 
-def inference_symbol(backbone, config):
+def inference_symbol(backbone, features, anchor_boxes, num_classes, decoding):
     """Detections ``(B, N, 6)``: class id (-1 for none), score, x1, y1, x2, y2 in [0, 1]."""
     with StrictNameManager():
-        cls_preds, loc_preds, prior = predictions(backbone, config)
-        return _detections(cls_preds, loc_preds, prior, config, "detection")
+        cls_preds, loc_preds, prior = predictions(backbone, features, anchor_boxes, num_classes)
+        return _detections(cls_preds, loc_preds, prior, decoding, "detection")
 
 
-def training_symbol(backbone, config):
+def training_symbol(backbone, features, anchor_boxes, num_classes, decoding, matching):
     """Training graph on ``data`` and ``label`` ``(B, M, 5+)`` rows ``[cls, x1, y1, x2, y2, ...]``
-    padded with -1: softmax cross-entropy with 3:1 hard negative mining and smooth L1.
+    padded with -1: softmax cross-entropy with hard negative mining and smooth L1.
 
-    Outputs: class probabilities (loss), box loss, class targets and detections (for metrics).
+    Outputs, named as :data:`TRAINING_OUTPUTS` lists them: class probabilities (loss), box
+    loss, class targets and detections (for metrics).
     """
     with StrictNameManager():
-        cls_preds, loc_preds, prior = predictions(backbone, config)
+        cls_preds, loc_preds, prior = predictions(backbone, features, anchor_boxes, num_classes)
         label = mx.sym.Variable("label")
         target = mx.sym.contrib.MultiBoxTarget(
             prior, label, cls_preds, name="multibox_target",
-            overlap_threshold=config["overlap_threshold"], ignore_label=-1,
-            negative_mining_ratio=config["negative_mining_ratio"], minimum_negative_samples=0,
-            negative_mining_thresh=config["negative_mining_thresh"],
-            variances=tuple(config["variances"]))
+            overlap_threshold=matching.overlap_threshold, ignore_label=-1,
+            negative_mining_ratio=matching.negative_mining_ratio, minimum_negative_samples=0,
+            negative_mining_thresh=matching.negative_mining_thresh,
+            variances=tuple(decoding.variances))
         loc_target, loc_mask, cls_target = target[0], target[1], target[2]
         cls_prob = mx.sym.SoftmaxOutput(cls_preds, cls_target, name="cls_prob", ignore_label=-1,
                                         use_ignore=True, multi_output=True,
@@ -143,7 +191,7 @@ def training_symbol(backbone, config):
         cls_label = mx.sym.MakeLoss(cls_target, name="cls_label", grad_scale=0)
         detections = _detections(mx.sym.BlockGrad(cls_preds, name="cls_preds_nograd"),
                                  mx.sym.BlockGrad(loc_preds, name="loc_preds_nograd"),
-                                 mx.sym.BlockGrad(prior, name="anchors_nograd"), config,
+                                 mx.sym.BlockGrad(prior, name="anchors_nograd"), decoding,
                                  "train_detection")
         det_out = mx.sym.MakeLoss(detections, name="det_out", grad_scale=0)
         return mx.sym.Group([cls_prob, loc_loss, cls_label, det_out])

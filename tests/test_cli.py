@@ -1,0 +1,173 @@
+"""The ``zoo`` command line: every command's --help, --version, flags refused while parsing,
+one-line user errors, the tools/ shells, and train -> eval -> demo -> quantize -> export run
+through ``python -m zoo`` from another folder."""
+import ast
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+import zoo
+from zoo import artifact
+from zoo.cli import COMMANDS, build_parser, main
+from zoo.data import embedded
+from zoo.jobs.quickstart import python_line
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ENV = dict(os.environ, PYTHONPATH=ROOT, OMP_NUM_THREADS="1")
+
+
+def zoo_run(*argv, cwd=ROOT):
+    return subprocess.run([sys.executable, "-m", "zoo", *argv], cwd=str(cwd), env=ENV,
+                          capture_output=True, text=True, timeout=600)
+
+
+def command_parser(name):
+    parser = build_parser(name)
+    return parser._subparsers._group_actions[0].choices[name]
+
+
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_every_commands_help_lists_its_flags(name, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main([name, "--help"])
+    assert exit_.value.code == 0
+    text = capsys.readouterr().out
+    assert text.startswith("usage: zoo %s" % name)
+    flags = [flag for action in command_parser(name)._actions if action.help != "==SUPPRESS=="
+             for flag in action.option_strings]
+    assert "--help" in flags
+    for flag in flags:
+        assert flag in text, flag
+
+
+def test_help_shows_true_defaults(capsys):
+    with pytest.raises(SystemExit):
+        main(["train", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "images per batch (default: 16)" in text
+    assert "(default: 3)" in text and "(default: None)" not in text
+    assert "--train-set" not in text  # the old name still parses, unlisted
+
+
+def test_version_and_the_command_table(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["--version"])
+    assert exit_.value.code == 0 and capsys.readouterr().out == "zoo %s\n" % zoo.__version__
+    done = zoo_run("--help")
+    assert done.returncode == 0
+    for name in COMMANDS:
+        assert name in done.stdout
+
+
+BAD_FLAGS = [("--batch-size", "0"), ("--lr", "nan"), ("--lr", "inf"), ("--lr-steps", "abc"),
+             ("--val-interval", "0"), ("--data-threads", "-1"), ("--freeze", "["),
+             ("--epochs", "0"), ("--momentum", "1.5"), ("--ctx", "gpu"), ("--network", "nope")]
+
+
+@pytest.mark.parametrize("flag, value", BAD_FLAGS)
+def test_bad_values_are_usage_errors_naming_the_flag(flag, value, capsys):
+    argv = ["train", "--network", "ssd_mobilenetv2", flag, value]
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    assert exit_.value.code == 2
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert last.startswith("zoo train: error: argument %s: must be" % flag), last
+    assert repr(value) in last
+
+
+def test_comma_lists_and_old_names_parse_once(tmp_path):
+    args = build_parser("train").parse_args(
+        ["train", "--network", "ssd_mobilenetv2", "--lr-steps", "4, 6.5", "--val-set", "",
+         "--train-set", "trainval"])
+    assert args.lr_steps == (4.0, 6.5) and args.val_split == "" and args.train_split == "trainval"
+    args = build_parser("quantize").parse_args(
+        ["quantize", "--checkpoint", "x", "--data-root", "y", "--exclude", "a,b"])
+    assert args.exclude == ("a", "b") and args.dataset == "voc"
+    with pytest.raises(SystemExit):
+        build_parser("eval").parse_args(["eval", "--checkpoint", "x"])  # --data-root required
+
+
+def test_user_errors_are_one_line_and_exit_1(tmp_path, capsys):
+    assert main(["eval", "--checkpoint", str(tmp_path / "none"), "--data-root",
+                 str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("zoo eval: error: ") and err.count("\n") == 1
+    assert str(tmp_path / "none") in err
+    assert main(["prepare-data", "--format", "coco", "--output", str(tmp_path / "x")]) == 1
+    assert capsys.readouterr().err == "zoo prepare-data: error: format coco needs annotations\n"
+
+
+def test_tools_are_shells_over_the_cli():
+    for name in sorted(os.listdir(os.path.join(ROOT, "tools"))):
+        if not name.endswith(".py"):
+            continue
+        with open(os.path.join(ROOT, "tools", name)) as stream:
+            tree = ast.parse(stream.read())
+        defined = [node.name for node in ast.walk(tree)
+                   if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+        assert not defined, "tools/%s defines %s" % (name, ", ".join(defined))
+    done = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "eval.py"), "--help"],
+                          env=ENV, capture_output=True, text=True)
+    assert done.returncode == 0 and done.stdout.startswith("usage: zoo eval")
+
+
+@pytest.fixture(scope="module")
+def shapes(tmp_path_factory):
+    return embedded.generate(str(tmp_path_factory.mktemp("shapes")), seed=1, num_train=8,
+                             num_val=4, image_size=192)
+
+
+def test_train_eval_demo_quantize_export_from_other_folders(shapes, tmp_path, monkeypatch):
+    """The whole path through ``python -m zoo``: trained in one folder from a user's YAML
+    (by relative path), then used from another folder once the YAML is gone."""
+    work, elsewhere = tmp_path / "work", tmp_path / "elsewhere"
+    (work / "myconfigs").mkdir(parents=True)
+    elsewhere.mkdir()
+    os.symlink(shapes, str(elsewhere / "shapes"))
+    config = dict(zoo.get_config("ssd_mobilenetv2"), name="tiny")
+    (work / "myconfigs" / "tiny.yaml").write_text(yaml.safe_dump(config))
+    done = zoo_run("train", "--network", "myconfigs/tiny.yaml", "--dataset", "voc",
+                   "--data-root", shapes, "--data-shape", "192", "--batch-size", "4",
+                   "--epochs", "1", "--output-dir", "run", "--no-progress",
+                   "--data-threads", "2", cwd=work)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "checkpoints and log in %s" % (work / "run") in done.stdout
+    assert artifact.epochs(str(work / "run" / "tiny")) == [1]
+    os.remove(str(work / "myconfigs" / "tiny.yaml"))
+    prefix = "../work/run/tiny"
+    done = zoo_run("eval", "--checkpoint", prefix, "--data-root", "shapes", "--no-progress",
+                   cwd=elsewhere)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "4 images of shapes/val, epoch 1" in done.stdout and "COCO AP" in done.stdout
+    assert json.loads((work / "run" / "tiny-eval-val.json").read_text())["images"] == 4
+    done = zoo_run("demo", "--checkpoint", prefix, "--image", "shapes/JPEGImages/000008.jpg",
+                   "--threshold", "0", "--output", "pictures/demo.png", cwd=elsewhere)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert (elsewhere / "pictures" / "demo.png").read_bytes()[:4] == b"\x89PNG"
+    # The line `zoo quickstart` ends with runs as printed.
+    monkeypatch.chdir(elsewhere)
+    line = python_line(str(work / "run" / "tiny"), "shapes/JPEGImages/000008.jpg")
+    # A path outside the working folder is absolute, one inside it relative.
+    assert '("%s")("shapes/JPEGImages/000008.jpg")' % (work / "run" / "tiny") in line
+    done = subprocess.run(line, shell=True, env=ENV, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    done = zoo_run("quantize", "--checkpoint", prefix, "--data-root", "shapes",
+                   "--batch-size", "4", "--calib-batches", "1", "--output", "int8/tiny",
+                   cwd=elsewhere)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert artifact.load(str(elsewhere / "int8" / "tiny")).is_int8
+    done = zoo_run("export", "--checkpoint", "int8/tiny", "--output", "deploy/int8",
+                   cwd=elsewhere)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert artifact.load(str(elsewhere / "deploy" / "int8")).is_int8
+    done = zoo_run("export", "--checkpoint", prefix, "--no-fuse", "--output", "deploy/gpu",
+                   cwd=elsewhere)
+    assert done.returncode == 0 and not artifact.load(str(elsewhere / "deploy" / "gpu")).is_int8
+    done = zoo_run("export", "--checkpoint", "int8/tiny", "--no-fuse", "--output", "x",
+                   cwd=elsewhere)
+    assert done.returncode == 1 and done.stderr.startswith("zoo export: error: ")
+    assert done.stderr.count("\n") == 1 and "MKL-DNN" in done.stderr

@@ -1,0 +1,454 @@
+"""Model artifacts, format 2: self-describing, written atomically, read without pickle.
+
+The files of epoch N:
+
+- ``PREFIX-symbol.json``: the deployed inference graph (fused for MKL-DNN, or int8), so
+  ``mx.model.load_checkpoint`` runs it too;
+- ``PREFIX-NNNN.params``: parameters (``arg:``/``aux:`` names, MXNet's binary format);
+- ``PREFIX-NNNN.states`` and ``PREFIX-NNNN.states.json`` (training only): the optimizer's
+  arrays in MXNet's binary NDArray format and their structure and update counts;
+- ``PREFIX-NNNN.json``, written last: the format version, the zoo version, the fully
+  resolved config the model is rebuilt from, class names, preprocessing, precision, the
+  best validation record, the training options and the sha256 of the parameter file.
+
+An epoch without its JSON is incomplete and never loaded; each file is written to a
+temporary name and renamed, so a save killed half-way leaves the previous epochs intact.
+Loading never reads the model registry or a YAML file, so an artifact means what it meant
+when it was written, whatever the config code or the files around it become since.
+"""
+import collections
+import glob
+import hashlib
+import json
+import os
+import re
+from dataclasses import dataclass
+
+import mxnet as mx
+import numpy as np
+
+from . import __version__, deploy
+from .config import load_config
+from .engine.module_adapter import OptimizerState
+from .model import DetectionModel, build_model
+from .registry import get_config
+
+FORMAT_VERSION = 2
+_CHUNK = 1 << 20
+
+
+class ArtifactError(ValueError):
+    """An artifact file is missing, damaged or of another format; the message is one line
+    naming the file."""
+
+
+EpochFiles = collections.namedtuple("EpochFiles", "params meta states states_meta")
+
+
+def epoch_files(prefix, epoch):
+    """The file names of epoch ``epoch``: ``params``, ``meta``, ``states``, ``states_meta``."""
+    stem = "%s-%04d" % (prefix, epoch)
+    return EpochFiles(stem + ".params", stem + ".json", stem + ".states", stem + ".states.json")
+
+
+def symbol_path(prefix):
+    return prefix + "-symbol.json"
+
+
+@dataclass(frozen=True)
+class Artifact:
+    """A loaded artifact: the model rebuilt from its stored config, the deployed graph
+    (fp32 or int8) and its parameters, and the metadata. An int8 artifact's parameters
+    are the quantized graph's: run them with ``symbol``, not ``model.symbol()``."""
+    prefix: str
+    epoch: int
+    model: DetectionModel
+    symbol: mx.sym.Symbol
+    arg_params: dict
+    aux_params: dict
+    meta: dict
+
+    @property
+    def class_names(self):
+        return self.meta["class_names"]
+
+    @property
+    def preprocessing(self):
+        """``{"mean", "std", "resize", "data_shape"}`` the graph expects its input made with."""
+        return self.meta["preprocessing"]
+
+    @property
+    def precision(self):
+        """``{"dtype": "fp32"}`` or ``{"dtype": "int8", "calibration": {...}}``."""
+        return self.meta["precision"]
+
+    @property
+    def is_int8(self):
+        return self.precision["dtype"] == "int8"
+
+
+# Writing
+
+def atomic_write(path, write):
+    """Call ``write(temporary_path)``, flush it to disk, then rename it to ``path``."""
+    temporary = "%s.tmp-%d" % (path, os.getpid())
+    try:
+        write(temporary)
+        with open(temporary, "rb") as stream:
+            os.fsync(stream.fileno())
+        os.replace(temporary, path)
+    finally:
+        if os.path.exists(temporary):
+            os.remove(temporary)
+
+
+def _write_bytes(data):
+    def write(path):
+        with open(path, "wb") as stream:
+            stream.write(data)
+    return write
+
+
+def _write_json(value):
+    return _write_bytes(json.dumps(value, indent=1, sort_keys=True).encode())
+
+
+def _remove(*paths):
+    for path in paths:
+        if os.path.exists(path):
+            os.remove(path)
+
+
+def _sha256(path):
+    digest = hashlib.sha256()
+    with open(path, "rb") as stream:
+        for chunk in iter(lambda: stream.read(_CHUNK), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def class_names(config):
+    """The config's class names, else the class ids as strings ("0", "1", ...)."""
+    return list(config.get("class_names") or [str(i) for i in range(config["num_classes"])])
+
+
+def save(prefix, epoch, model, arg_params, aux_params, *, symbol=None, precision=None,
+         best=None, training=None, optimizer_state=None):
+    """Write epoch ``epoch`` of the artifact at ``prefix``; returns the metadata's path.
+
+    ``symbol``: the graph to deploy (default: the model's inference graph fused for
+    MKL-DNN). ``precision``: ``{"dtype": "fp32"}`` (default) or ``{"dtype": "int8",
+    "calibration": {...}}``. ``best``: ``{"epoch", "metric", "value"}`` of the best
+    validation so far, or None. ``training``: the JSON-able training options.
+    ``optimizer_state``: a :class:`~zoo.engine.module_adapter.OptimizerState` or None.
+    """
+    precision = precision or {"dtype": "fp32"}
+    if precision.get("dtype") not in ("fp32", "int8"):
+        raise ValueError("precision %r: its dtype must be 'fp32' or 'int8'" % (precision,))
+    files = epoch_files(prefix, epoch)
+    # Rewriting an epoch: it is incomplete until its new metadata is written.
+    _remove(files.meta)
+    symbol = deploy.fuse(model.symbol()) if symbol is None else symbol
+    atomic_write(symbol_path(prefix), _write_bytes(symbol.tojson().encode()))
+    arrays = {"arg:" + k: v.as_in_context(mx.cpu()) for k, v in arg_params.items()}
+    arrays.update({"aux:" + k: v.as_in_context(mx.cpu()) for k, v in aux_params.items()})
+    atomic_write(files.params, lambda path: mx.nd.save(path, arrays))
+    _save_optimizer_state(files, optimizer_state)
+    config = model.config
+    meta = {"format": FORMAT_VERSION, "zoo_version": __version__, "epoch": epoch,
+            "config": config, "class_names": class_names(config),
+            "preprocessing": model.preprocessing(), "precision": precision, "best": best,
+            "params_sha256": _sha256(files.params), "training": training}
+    atomic_write(files.meta, _write_json(meta))
+    return files.meta
+
+
+def _save_optimizer_state(files, state):
+    if state is None:
+        # A state left by an earlier save of this epoch belongs to other parameters.
+        _remove(files.states_meta, files.states)
+        return
+    atomic_write(files.states, lambda path: mx.nd.save(path, state.arrays))
+    info = dict(state.info, format=FORMAT_VERSION, states_sha256=_sha256(files.states))
+    atomic_write(files.states_meta, _write_json(info))
+
+
+# Finding epochs
+
+def epochs(prefix):
+    """The complete epochs (metadata and parameters present), oldest first."""
+    found = []
+    for path in glob.glob(glob.escape(prefix) + "-[0-9][0-9][0-9][0-9].json"):
+        epoch = int(path[-9:-5])
+        if os.path.exists(epoch_files(prefix, epoch).params):
+            found.append(epoch)
+    return sorted(found)
+
+
+def latest_epoch(prefix):
+    """The newest complete epoch, or None."""
+    complete = epochs(prefix)
+    return complete[-1] if complete else None
+
+
+def best_epoch(prefix):
+    """The best validation epoch the newest complete epoch records, if it is still
+    there; else None."""
+    complete = epochs(prefix)
+    if not complete:
+        return None
+    best = read_meta(prefix, complete[-1]).get("best")
+    return best["epoch"] if best and best["epoch"] in complete else None
+
+
+def _default_epoch(prefix):
+    epoch = best_epoch(prefix)
+    if epoch is None:
+        epoch = latest_epoch(prefix)
+    if epoch is None:
+        raise ArtifactError("no complete artifact %s-NNNN.params/.json" % prefix)
+    return epoch
+
+
+# Reading
+
+def _summary(error):
+    """MXNet's error text is a C++ traceback: its last line says what failed."""
+    lines = str(error).strip().splitlines()
+    return lines[-1].replace("MXNetError: ", "") if lines else type(error).__name__
+
+
+def _read_bytes(path):
+    try:
+        with open(path, "rb") as stream:
+            return stream.read()
+    except FileNotFoundError:
+        raise ArtifactError("%s: not found" % path) from None
+    except OSError as err:
+        raise ArtifactError("%s: cannot be read (%s)" % (path, err.strerror)) from None
+
+
+def _parse_json(path, data):
+    try:
+        value = json.loads(data.decode("utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise ArtifactError("%s: not valid JSON (%s)" % (path, _summary(err))) from None
+    if not isinstance(value, dict):
+        raise ArtifactError("%s: not a JSON object" % path)
+    return value
+
+
+def _read_json(path):
+    return _parse_json(path, _read_bytes(path))
+
+
+def _check_format(path, meta, prefix, fields):
+    if "format" not in meta and "network" in meta:
+        raise ArtifactError("%s is a format-1 checkpoint; convert it with: zoo convert %s"
+                            % (path, prefix))
+    if meta.get("format") != FORMAT_VERSION:
+        raise ArtifactError("%s: artifact format %r; zoo %s reads format %d"
+                            % (path, meta.get("format"), __version__, FORMAT_VERSION))
+    missing = [field for field in fields if field not in meta]
+    if missing:
+        raise ArtifactError("%s: no %r field" % (path, missing[0]))
+
+
+def read_meta(prefix, epoch):
+    """The metadata of epoch ``epoch`` (format checked), without loading anything else."""
+    path = epoch_files(prefix, epoch).meta
+    meta = _read_json(path)
+    _check_format(path, meta, prefix, ("epoch", "config", "class_names", "preprocessing",
+                                       "precision", "params_sha256"))
+    return meta
+
+
+def _read_arrays(path, sha256, record):
+    """The named arrays of an MXNet array file whose bytes must hash to ``sha256`` (None:
+    unchecked), as the JSON file ``record`` says."""
+    data = _read_bytes(path)
+    if sha256 is not None and hashlib.sha256(data).hexdigest() != sha256:
+        raise ArtifactError("%s: damaged or changed since it was saved (its sha256 differs "
+                            "from the one %s records)" % (path, record))
+    try:
+        arrays = mx.nd.load_frombuffer(data)
+    except mx.base.MXNetError as err:
+        raise ArtifactError("%s: not an MXNet array file (%s)" % (path, _summary(err))) from None
+    if not isinstance(arrays, dict):
+        raise ArtifactError("%s: holds unnamed arrays" % path)
+    return arrays
+
+
+def _read_params(path, sha256=None, record=None):
+    """``(arg_params, aux_params)`` of a parameter file (see :func:`_read_arrays`) whose
+    floating-point arrays must be finite."""
+    saved = _read_arrays(path, sha256, record)
+    _check_finite(path, saved)
+    arg_params = {k[4:]: v for k, v in saved.items() if k.startswith("arg:")}
+    aux_params = {k[4:]: v for k, v in saved.items() if k.startswith("aux:")}
+    return arg_params, aux_params
+
+
+def _check_finite(path, arrays):
+    for name, array in arrays.items():
+        if np.issubdtype(array.dtype, np.floating) and not np.isfinite(array.asnumpy()).all():
+            raise ArtifactError("%s: %s holds NaN or infinite values" % (path, name))
+
+
+def _read_symbol(prefix):
+    path = symbol_path(prefix)
+    data = _read_bytes(path)
+    # Parsed here first: MXNet's own error for a truncated graph is not even UTF-8.
+    _parse_json(path, data)
+    try:
+        return mx.sym.load_json(data.decode("utf-8"))
+    except mx.base.MXNetError as err:
+        raise ArtifactError("%s: not an MXNet graph (%s)" % (path, _summary(err))) from None
+
+
+def load(prefix, epoch=None, ctx=None):
+    """The :class:`Artifact` of epoch ``epoch`` (None: the best validation epoch recorded,
+    else the newest complete one), its parameters on ``ctx`` (default CPU).
+
+    Raises :class:`ArtifactError` (one line naming the file) for a missing, damaged,
+    non-finite or format-1 file.
+    """
+    epoch = _default_epoch(prefix) if epoch is None else epoch
+    files = epoch_files(prefix, epoch)
+    meta = read_meta(prefix, epoch)
+    arg_params, aux_params = _read_params(files.params, meta["params_sha256"], files.meta)
+    symbol = _read_symbol(prefix)
+    ctx = ctx or mx.cpu()
+    arg_params = {k: v.as_in_context(ctx) for k, v in arg_params.items()}
+    aux_params = {k: v.as_in_context(ctx) for k, v in aux_params.items()}
+    model = build_model(meta["config"])
+    model.arg_params, model.aux_params = arg_params, aux_params
+    return Artifact(prefix=prefix, epoch=epoch, model=model, symbol=symbol,
+                    arg_params=arg_params, aux_params=aux_params, meta=meta)
+
+
+def load_optimizer_state(prefix, epoch):
+    """The :class:`~zoo.engine.module_adapter.OptimizerState` saved with epoch ``epoch``,
+    or None if it has none. Reads MXNet's binary NDArray format and JSON only: a pickled
+    (format-1) ``.states`` file is refused, never unpickled."""
+    files = epoch_files(prefix, epoch)
+    if not os.path.exists(files.states_meta):
+        if os.path.exists(files.states):
+            raise ArtifactError("%s: an optimizer state without %s (a format-1 pickle, which "
+                                "the zoo never unpickles)" % (files.states, files.states_meta))
+        return None
+    info = _read_json(files.states_meta)
+    _check_format(files.states_meta, info, prefix,
+                  ("settings", "num_update", "parameters", "states_sha256"))
+    arrays = _read_arrays(files.states, info["states_sha256"], files.states_meta)
+    info = {k: v for k, v in info.items() if k not in ("format", "states_sha256")}
+    return OptimizerState(arrays=arrays, info=info)
+
+
+# Housekeeping
+
+def prune(prefix, keep_last, keep=()):
+    """Remove every complete epoch but the newest ``keep_last``, those in ``keep`` and the
+    best validation epoch; returns the removed epochs."""
+    if keep_last < 0:
+        raise ValueError("keep_last must be >= 0, got %d" % keep_last)
+    complete = epochs(prefix)
+    kept = set(complete[max(len(complete) - keep_last, 0):]) | set(keep) | {best_epoch(prefix)}
+    removed = [epoch for epoch in complete if epoch not in kept]
+    for epoch in removed:
+        files = epoch_files(prefix, epoch)
+        # Metadata first: killed half-way, an epoch is incomplete rather than broken.
+        _remove(files.meta, files.params, files.states_meta, files.states)
+    return removed
+
+
+_TEMPORARY = re.compile(r"-(symbol\.json|\d{4}\.(params|json|states|states\.json))"
+                        r"\.tmp-(\d+)$")
+
+
+def clean_temporary_files(prefix):
+    """Remove the temporary files a killed save left (``PREFIX-*.tmp-PID`` of a process
+    that no longer runs); returns their paths."""
+    removed = []
+    for path in glob.glob(glob.escape(prefix) + "-*.tmp-*"):
+        match = _TEMPORARY.fullmatch(path[len(prefix):])
+        if match and not _running(int(match.group(3))):
+            os.remove(path)
+            removed.append(path)
+    return sorted(removed)
+
+
+def _running(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+# Format 1
+
+def convert_v1(prefix, epoch=None, output=None):
+    """Rewrite a format-1 checkpoint (every complete epoch, or ``epoch``) as a format-2
+    artifact at ``output`` (default: in place); returns a one-line report.
+
+    Format 1 named its model (a registered name or a YAML path) instead of storing its
+    config: this is the one place that rebuilds a model from the registry or a YAML file,
+    so run it where the checkpoint was trained. Its pickled optimizer state is never read:
+    a converted epoch has none, and in place its ``.states`` file is removed.
+    """
+    chosen = ([number for number in epochs(prefix)
+               if "format" not in _read_json(epoch_files(prefix, number).meta)]
+              if epoch is None else [epoch])
+    if not chosen:
+        raise ArtifactError("no complete format-1 checkpoint %s-NNNN.params/.json" % prefix)
+    output = output or prefix
+    dropped = []
+    for number in chosen:
+        files = epoch_files(prefix, number)
+        if os.path.exists(files.states):
+            dropped.append(files.states)
+        _convert_epoch(prefix, number, output)
+    report = "converted %s epoch%s %s to format %d at %s" % (
+        prefix, "s" if len(chosen) > 1 else "", ", ".join(map(str, chosen)), FORMAT_VERSION,
+        output)
+    if dropped:
+        report += ("; the pickled optimizer state%s %s %s not read (a resume from %s starts "
+                   "the optimizer afresh)" % ("s" if len(dropped) > 1 else "",
+                                              ", ".join(dropped),
+                                              "were" if len(dropped) > 1 else "was",
+                                              "them" if len(dropped) > 1 else "it"))
+    return report
+
+
+def _convert_epoch(prefix, epoch, output):
+    files = epoch_files(prefix, epoch)
+    meta = _read_json(files.meta)
+    if "format" in meta:
+        raise ArtifactError("%s: already format %r" % (files.meta, meta["format"]))
+    if "network" not in meta:
+        raise ArtifactError("%s: not a format-1 checkpoint (no 'network' field)" % files.meta)
+    model = build_model(_v1_config(files.meta, meta["network"]), **meta.get("overrides", {}))
+    arg_params, aux_params = _read_params(files.params)
+    symbol = _read_symbol(prefix)
+    calibration = meta.get("quantization")
+    precision = ({"dtype": "int8", "calibration": calibration} if calibration
+                 else {"dtype": "fp32"})
+    training = {k: v for k, v in meta.items()
+                if k not in ("network", "overrides", "epoch", "quantization")}
+    # In place, save() also removes the pickled .states: no optimizer state is written.
+    save(output, epoch, model, arg_params, aux_params, symbol=symbol, precision=precision,
+         training=training or None)
+
+
+def _v1_config(meta_path, network):
+    if os.path.exists(network):
+        return load_config(network)
+    try:
+        return get_config(network)
+    except KeyError:
+        raise ArtifactError("%s: its model %r is neither a YAML file here nor a registered "
+                            "model; convert it from the folder it was trained in"
+                            % (meta_path, network)) from None

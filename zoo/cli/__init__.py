@@ -1,0 +1,89 @@
+"""The ``zoo`` command line: ``zoo COMMAND [flags]`` or ``python -m zoo COMMAND [flags]``.
+
+Each command is a module of this package with ``add_arguments(parser)`` and
+``run(args) -> int``: ``run`` turns the flags into a job's options and calls the library
+(:mod:`zoo.jobs`). A user error (bad config, data, artifact, missing file, diverged
+training) prints one line ``zoo COMMAND: error: ...`` and exits 1; a bad flag is argparse's
+usage error (exit 2).
+"""
+import argparse
+import importlib
+import logging
+import sys
+
+from ..jobs import LOG_FORMAT
+from .common import HelpFormatter
+
+COMMANDS = {
+    # name: (module of this package, one-line summary)
+    "train": ("train", "train a detector on a dataset"),
+    "eval": ("eval", "score an artifact on a dataset split (VOC mAP, COCO AP)"),
+    "demo": ("demo", "draw an artifact's detections on an image"),
+    "quantize": ("quantize", "quantize an artifact to int8, calibrated on a dataset split"),
+    "export": ("export", "write a deployable artifact from an artifact or a registered model"),
+    "check": ("check", "validate model configs against their graphs and print a table"),
+    "prepare-data": ("prepare_data", "pack a VOC or COCO dataset into .lst/.rec/.idx files"),
+    "convert": ("convert", "convert a format-1 checkpoint into a format-2 artifact"),
+    "benchmark": ("benchmark", "inference speed of a model or artifact, fp32 and int8, "
+                               "optionally beside GluonCV's"),
+    "benchmark-data": ("benchmark_data", "throughput of the SSD training data pipeline, "
+                                         "beside GluonCV's DataLoader"),
+    "benchmark-memory": ("benchmark_memory", "peak memory and step time of training with "
+                                             "and without memory saving"),
+    "benchmark-detector": ("benchmark_detector", "images/s through zoo.Detector on JPEG files "
+                                                 "against pure inference of the same graph"),
+    "launch": ("launch", "run a command on every worker of a parameter-server cluster"),
+    "plot-log": ("plot_log", "plot a training CSV log's loss and mAP curves into a PNG"),
+    "quickstart": ("quickstart", "the `make demo` job: shapes dataset, train, eval, plot, draw"),
+}
+
+
+def user_errors():
+    """The exceptions that mean the user asked for something wrong (not a bug): reported
+    in one line, no traceback."""
+    from ..artifact import ArtifactError
+    from ..distributed import ClusterError
+    from ..engine.trainer import TrainingError
+    from ..errors import ConfigError, DataError, OptionsError
+    return (ConfigError, DataError, ArtifactError, FileNotFoundError, TrainingError,
+            ClusterError, OptionsError)
+
+
+def build_parser(command=None):
+    """The parser of every command; only ``command``'s flags are declared (importing one
+    command's module only)."""
+    from .. import __version__
+    parser = argparse.ArgumentParser(prog="zoo", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version="zoo %s" % __version__)
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name, (_, summary) in COMMANDS.items():
+        if name != command:
+            commands.add_parser(name, help=summary, description=summary)
+            continue
+        module = command_module(name)
+        module.add_arguments(commands.add_parser(name, help=summary, description=module.__doc__,
+                                                 formatter_class=HelpFormatter))
+    return parser
+
+
+def command_module(name):
+    return importlib.import_module("%s.%s" % (__name__, COMMANDS[name][0]))
+
+
+def main(argv=None):
+    """Run one command; returns its exit code."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    # The top-level parser has no flag taking a value: the first word is the command.
+    command = next((word for word in argv if not word.startswith("-")), None)
+    args = build_parser(command if command in COMMANDS else None).parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
+    try:
+        return command_module(args.command).run(args)
+    except user_errors() as err:
+        print("zoo %s: error: %s" % (args.command, one_line(err)), file=sys.stderr)
+        return 1
+
+
+def one_line(err):
+    """The error's message on one line, whatever line breaks a library put in it."""
+    return " ".join(str(err).split())

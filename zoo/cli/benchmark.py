@@ -1,0 +1,54 @@
+"""``zoo benchmark``: inference speed of a registered model or a saved artifact, fp32 and
+int8, optionally beside the closest GluonCV model (see :mod:`zoo.jobs.benchmark`).
+
+Examples:
+    zoo benchmark --network ssd_resnet50 --dtypes fp32,int8 --compare gluoncv
+    zoo benchmark --checkpoint output/train/ssd_mobilenetv2_stride8-int8
+    zoo benchmark --network ssd_resnet50 --dtypes fp32,int8 --compare gluoncv \\
+        --batch-sizes 1,2,4,8 --plot throughput.png
+"""
+import argparse
+
+from ..jobs.benchmark import COMPARISONS, DTYPES, BenchmarkOptions, benchmark
+from ..registry import list_models
+from .common import comma_list, nonnegative_int, options_from, positive_int
+
+
+def dtype(value):
+    if value not in DTYPES:
+        raise argparse.ArgumentTypeError("one of %s, got %r" % (", ".join(DTYPES), value))
+    return value
+
+
+def add_arguments(p):
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument("--network", choices=list_models(), metavar="NAME",
+                        help="registered model, built with fresh parameters: %s"
+                             % ", ".join(list_models()))
+    source.add_argument("--checkpoint", metavar="PREFIX",
+                        help="artifact prefix (fp32 or int8), run with its own graph, "
+                             "parameters and data shape")
+    p.add_argument("--epoch", type=positive_int, default=None,
+                   help="epoch of --checkpoint (default: the best validated one, else the "
+                        "newest)")
+    p.add_argument("--data-shape", type=positive_int, default=None,
+                   help="input side of --network (default: the config's)")
+    p.add_argument("--dtypes", type=comma_list(dtype), default="fp32",
+                   help="comma-separated, of --network: %s (int8: naive calibration on the "
+                        "benchmark input, for speed only)" % ", ".join(DTYPES))
+    p.add_argument("--batch-sizes", type=comma_list(positive_int), default="1",
+                   help="comma-separated batch sizes")
+    p.add_argument("--runs", type=positive_int, default=5,
+                   help="timed runs (the median is reported)")
+    p.add_argument("--warmup", type=nonnegative_int, default=2, help="untimed runs first")
+    p.add_argument("--compare", choices=COMPARISONS, default=None,
+                   help="also time the closest GluonCV model (randomly initialised)")
+    p.add_argument("--num-classes", type=positive_int, default=20,
+                   help="classes of --network (VOC's 20, as GluonCV's models)")
+    p.add_argument("--plot", default=None, metavar="PNG",
+                   help="plot images/s against batch size into this file")
+
+
+def run(args):
+    benchmark(options_from(BenchmarkOptions, args))
+    return 0

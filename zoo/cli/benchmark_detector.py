@@ -1,0 +1,45 @@
+"""``zoo benchmark-detector``: images/s through :class:`zoo.Detector` on JPEG files
+(decoding included) against pure inference of the same graph at the same batch size, side by
+side in one process (see :mod:`zoo.jobs.benchmark_detector`).
+
+Examples:
+    zoo benchmark-detector --network ssd_mobilenetv2_stride8 --data-shape 192
+    zoo benchmark-detector --checkpoint output/train/ssd_mobilenetv2_stride8 \\
+        --images output/shapes/JPEGImages
+"""
+from ..jobs.benchmark_detector import DetectorBenchmarkOptions, benchmark_detector, report
+from ..registry import list_models
+from .common import fraction, options_from, positive_int
+
+DEFAULTS = DetectorBenchmarkOptions()
+
+
+def add_arguments(p):
+    source = p.add_mutually_exclusive_group()
+    source.add_argument("--network", choices=list_models(), metavar="NAME",
+                        default=DEFAULTS.network,
+                        help="registered model with random weights: %s"
+                             % ", ".join(list_models()))
+    source.add_argument("--checkpoint", metavar="PREFIX", help="artifact prefix, run as saved")
+    p.add_argument("--data-shape", type=positive_int, default=DEFAULTS.data_shape,
+                   help="input side of --network")
+    p.add_argument("--images", dest="image_dir", default=None,
+                   help="folder of JPEGs (default: generate --num-images into --work-dir)")
+    p.add_argument("--num-images", type=positive_int, default=DEFAULTS.num_images,
+                   help="images to generate")
+    p.add_argument("--image-size", type=positive_int, default=DEFAULTS.image_size,
+                   help="side of the generated images")
+    p.add_argument("--work-dir", default=DEFAULTS.work_dir, help="where to generate them")
+    p.add_argument("--batch-size", type=positive_int, default=DEFAULTS.batch_size,
+                   help="images per batch")
+    p.add_argument("--runs", type=positive_int, default=DEFAULTS.runs,
+                   help="timed passes of each kind; the best is reported")
+    p.add_argument("--score-threshold", type=fraction, default=DEFAULTS.score_threshold,
+                   help="the detector's score threshold")
+
+
+def run(args):
+    network = None if args.checkpoint else args.network
+    print(report(benchmark_detector(options_from(DetectorBenchmarkOptions, args,
+                                                 network=network))))
+    return 0

@@ -1,0 +1,29 @@
+"""``zoo benchmark-memory``: peak memory and step time of training with and without
+memory saving, each configuration in a fresh process (see :mod:`zoo.jobs.benchmark_memory`).
+
+Example:
+    zoo benchmark-memory --network ssd_resnet101 --data-shape 512 --batch-size 8
+"""
+from ..jobs.benchmark_memory import CONFIGURATIONS, MemoryBenchmarkOptions, benchmark_memory
+from ..registry import list_models
+from .common import add_batch_flag, comma_list, nonnegative_int, options_from, positive_int
+
+
+def add_arguments(p):
+    p.add_argument("--network", default="ssd_resnet101", choices=list_models(),
+                   metavar="NAME", help="registered model: %s" % ", ".join(list_models()))
+    p.add_argument("--data-shape", type=positive_int, default=None,
+                   help="input side (default: the config's)")
+    add_batch_flag(p, 8)
+    p.add_argument("--steps", type=positive_int, default=3,
+                   help="timed steps (the median is reported)")
+    p.add_argument("--warmup", type=nonnegative_int, default=1, help="untimed steps first")
+    p.add_argument("--configurations", type=comma_list(str), default=",".join(CONFIGURATIONS),
+                   help="comma-separated, plain included: plain (the training graph as it "
+                        "is), mxnet-mirror (MXNET_BACKWARD_DO_MIRROR=1), memory-saving "
+                        "(what `zoo train --memory-saving` binds)")
+
+
+def run(args):
+    benchmark_memory(options_from(MemoryBenchmarkOptions, args))
+    return 0

@@ -1,0 +1,160 @@
+"""Flags shared by several commands, each declared once under one name, and the argparse
+types that check values while the command line is parsed (a bad value is a usage error
+naming its flag, before any model or dataset is opened)."""
+import argparse
+import dataclasses
+import math
+import os
+import re
+
+from ..data.factory import KINDS
+
+CTX_PATTERN = re.compile(r"cpu|gpu\d+(,\d+)*")
+
+
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter,
+                    argparse.RawDescriptionHelpFormatter):
+    """Keeps the description's examples as written and shows each flag's true default,
+    except where there is none to show (None, empty, or an on/off switch) and the help text
+    says what happens instead."""
+
+    def _get_help_string(self, action):
+        if action.default in (None, "", ()) or isinstance(action.const, bool):
+            return action.help
+        return super()._get_help_string(action)
+
+
+def _number(parse, value, kind):
+    try:
+        return parse(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError("must be %s, got %r" % (kind, value)) from None
+
+
+def positive_int(value):
+    """A count: an integer >= 1."""
+    number = _number(int, value, "an integer >= 1")
+    if number < 1:
+        raise argparse.ArgumentTypeError("must be an integer >= 1, got %r" % value)
+    return number
+
+
+def nonnegative_int(value):
+    number = _number(int, value, "an integer >= 0")
+    if number < 0:
+        raise argparse.ArgumentTypeError("must be an integer >= 0, got %r" % value)
+    return number
+
+
+def float_in(low=-math.inf, high=math.inf, low_open=False, high_open=False):
+    """A type accepting finite floats from ``low`` to ``high`` (each end included unless
+    ``low_open``/``high_open``)."""
+    bounds = [("%s %g" % (">" if low_open else ">=", low)) if low > -math.inf else "",
+              ("%s %g" % ("<" if high_open else "<=", high)) if high < math.inf else ""]
+    kind = " ".join(["a finite number"] + [b for b in bounds if b])
+    if all(bounds):
+        kind = "a finite number %s and %s" % tuple(bounds)
+
+    def parse(value):
+        number = _number(float, value, kind)
+        if (not math.isfinite(number) or number < low or number > high
+                or (low_open and number == low) or (high_open and number == high)):
+            raise argparse.ArgumentTypeError("must be %s, got %r" % (kind, value))
+        return number
+    parse.__name__ = kind
+    return parse
+
+
+positive_float = float_in(0.0, low_open=True)
+nonnegative_float = float_in(0.0)
+fraction = float_in(0.0, 1.0)
+
+
+def comma_list(item_type):
+    """A type parsing ``"a,b,c"`` into a tuple of ``item_type`` values; ``""`` is ``()``."""
+    def parse(value):
+        return tuple(item_type(item.strip()) for item in value.split(",") if item.strip())
+    parse.__name__ = "comma-separated list"
+    return parse
+
+
+def regex(value):
+    """A regular expression, compiled here only to reject a broken one; kept as text."""
+    try:
+        re.compile(value)
+    except re.error as err:
+        raise argparse.ArgumentTypeError("must be a regular expression, got %r (%s)"
+                                         % (value, err)) from None
+    return value
+
+
+def ctx(value):
+    if not CTX_PATTERN.fullmatch(value):
+        raise argparse.ArgumentTypeError("must be 'cpu' or 'gpuN[,M...]', got %r" % value)
+    return value
+
+
+def network(value):
+    """A registered model name or the path of a YAML config."""
+    from ..registry import list_models
+    if value in list_models() or os.path.isfile(value):
+        return value
+    raise argparse.ArgumentTypeError("must be a registered model (%s) or a YAML file, got %r"
+                                     % (", ".join(list_models()), value))
+
+
+def add_checkpoint_flags(parser, what, epoch_default="the best validated one, else the newest"):
+    parser.add_argument("--checkpoint", required=True, metavar="PREFIX", help=what)
+    parser.add_argument("--epoch", type=positive_int, default=None,
+                        help="epoch to load (default: %s)" % epoch_default)
+
+
+def add_dataset_flags(parser, splits, root_required=False):
+    """``--dataset``, ``--data-root``, one flag per entry of ``splits`` (flag -> (default,
+    help)), ``--skip-bad`` and ``--data-threads``."""
+    # Reading commands name their data; only training may generate the embedded set.
+    parser.add_argument("--dataset", choices=KINDS, default="voc" if root_required else "embedded",
+                        help="dataset format ('embedded' generates the shapes dataset into "
+                             "--data-root first)")
+    if root_required:
+        parser.add_argument("--data-root", required=True, help="dataset folder")
+    else:
+        parser.add_argument("--data-root", default=os.path.join("output", "shapes"),
+                            help="dataset folder")
+    for flag, (default, text) in splits.items():
+        parser.add_argument(flag, default=default, help=text)
+    parser.add_argument("--skip-bad", action="store_true",
+                        help="skip bad annotations/images with a warning instead of stopping")
+    add_data_threads_flag(parser)
+
+
+def add_data_threads_flag(parser):
+    parser.add_argument("--data-threads", type=positive_int, default=None,
+                        help="threads decoding and transforming images (default: all cores)")
+
+
+def add_batch_flag(parser, default):
+    parser.add_argument("--batch-size", type=positive_int, default=default,
+                        help="images per batch")
+
+
+def add_ctx_flag(parser):
+    parser.add_argument("--ctx", type=ctx, default="cpu", help="'cpu' or 'gpu0,1,...'")
+
+
+def add_progress_flag(parser):
+    parser.add_argument("--no-progress", dest="progress", action="store_false",
+                        help="no progress bar (log lines only)")
+
+
+def add_hidden_alias(parser, flag, dest, type=None):
+    """An old flag name kept working for ``dest`` without showing in --help."""
+    parser.add_argument(flag, dest=dest, type=type, default=argparse.SUPPRESS,
+                        help=argparse.SUPPRESS)
+
+
+def options_from(options_class, args, **values):
+    """``options_class`` (a job's options dataclass) from the parsed flags: every field
+    from the flag of the same name, except those given in ``values``."""
+    fields = [f.name for f in dataclasses.fields(options_class) if f.name not in values]
+    return options_class(**values, **{name: getattr(args, name) for name in fields})

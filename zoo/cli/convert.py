@@ -1,0 +1,20 @@
+"""``zoo convert``: rewrite a format-1 checkpoint as a format-2 artifact. Run it where the
+checkpoint was trained: format 1 named its model (a registered name or a YAML path) instead
+of storing its config. Its pickled optimizer state is never read.
+
+Example:
+    zoo convert --checkpoint output/train/ssd_mobilenetv2
+"""
+from ..artifact import convert_v1
+from .common import add_checkpoint_flags
+
+
+def add_arguments(p):
+    add_checkpoint_flags(p, "format-1 checkpoint prefix", "every format-1 epoch")
+    p.add_argument("--output", default=None, metavar="PREFIX",
+                   help="prefix of the artifact (default: the checkpoint's, in place)")
+
+
+def run(args):
+    print(convert_v1(args.checkpoint, args.epoch, args.output))
+    return 0

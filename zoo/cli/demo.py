@@ -1,0 +1,22 @@
+"""``zoo demo``: draw an artifact's detections (boxes, class names, scores) on an image.
+
+Example:
+    zoo demo --checkpoint output/train/ssd_mobilenetv2 \\
+        --image output/shapes/JPEGImages/001500.jpg --output output/demo.png
+"""
+from ..jobs.demo import DemoOptions, demo
+from .common import add_checkpoint_flags, fraction, options_from
+
+
+def add_arguments(p):
+    add_checkpoint_flags(p, "artifact prefix (fp32, or int8 from `zoo quantize`)")
+    p.add_argument("--image", required=True, help="image file (JPEG or PNG)")
+    p.add_argument("--threshold", type=fraction, default=0.5, help="lowest score drawn")
+    p.add_argument("--output", default="detections.png", help="PNG file to write")
+
+
+def run(args):
+    detections = demo(options_from(DemoOptions, args))
+    print("%d detections of at least %.2f drawn to %s"
+          % (len(detections), args.threshold, args.output))
+    return 0

@@ -1,0 +1,31 @@
+"""``zoo eval``: score an artifact on every image of a dataset split.
+
+Example:
+    zoo eval --checkpoint output/train/ssd_mobilenetv2 --dataset voc \\
+        --data-root output/shapes --split val
+"""
+from ..jobs.evaluate import EvalOptions, evaluate, format_table
+from .common import (add_batch_flag, add_checkpoint_flags, add_dataset_flags,
+                     add_progress_flag, options_from)
+
+
+def add_arguments(p):
+    add_checkpoint_flags(p, "artifact prefix (fp32, or int8 from `zoo quantize`)")
+    add_dataset_flags(p, {"--split": ("val", "split to score")}, root_required=True)
+    add_batch_flag(p, 8)
+    p.add_argument("--output", default=None,
+                   help="results JSON (default: <checkpoint>-eval-<split>.json)")
+    add_progress_flag(p)
+
+
+def run(args):
+    result = evaluate(options_from(EvalOptions, args))
+    calibration = result.precision.get("calibration")
+    print("%d images of %s/%s, epoch %d%s" % (
+        result.images, args.data_root, args.split, result.epoch,
+        ", int8 (%s calibration)" % calibration["mode"] if calibration else ""))
+    print(format_table(result.class_names, result.voc))
+    print("COCO AP %.4f  AP50 %.4f  AP75 %.4f"
+          % (result.coco["AP"], result.coco["AP50"], result.coco["AP75"]))
+    print("results written to %s" % result.output)
+    return 0

@@ -1,0 +1,34 @@
+"""``zoo quantize``: quantize an artifact to int8 (MKL-DNN), calibrated on the first batches
+of a dataset split. The result is an artifact that eval, demo and benchmark take like any.
+
+Example:
+    zoo quantize --checkpoint output/train/ssd_mobilenetv2_stride8 \\
+        --data-root output/shapes --calib-mode entropy
+    zoo eval --checkpoint output/train/ssd_mobilenetv2_stride8-int8 --data-root output/shapes
+"""
+from ..jobs.quantize import QuantizeOptions, quantize
+from ..quantization import CALIB_MODES
+from .common import (add_batch_flag, add_checkpoint_flags, add_dataset_flags, comma_list,
+                     options_from, positive_int)
+
+
+def add_arguments(p):
+    add_checkpoint_flags(p, "fp32 artifact prefix")
+    add_dataset_flags(p, {"--split": ("train", "split whose first images calibrate (not the "
+                                               "one you evaluate on)")}, root_required=True)
+    p.add_argument("--calib-mode", choices=CALIB_MODES, default="naive",
+                   help="naive: observed min/max; entropy: KL-optimal thresholds")
+    p.add_argument("--calib-batches", type=positive_int, default=5,
+                   help="batches of the split that calibrate")
+    add_batch_flag(p, 8)
+    p.add_argument("--exclude", type=comma_list(str), default=(),
+                   help="comma-separated layer names to keep in fp32 besides the defaults")
+    p.add_argument("--output", default=None, help="output prefix (default: <checkpoint>-int8)")
+
+
+def run(args):
+    result = quantize(options_from(QuantizeOptions, args))
+    calibration = result.precision["calibration"]
+    print("%d layers in int8 (%s calibration); artifact written to %s"
+          % (calibration["int8_layers"], calibration["mode"], result.prefix))
+    return 0

@@ -1,0 +1,29 @@
+"""``zoo quickstart`` (``make demo``): generate the embedded shapes dataset, train
+ssd_mobilenetv2_stride8 on it from scratch, evaluate on the held-out split, plot the training
+curves, draw detections on a held-out image, and print the line of Python that uses the
+trained detector."""
+import sys
+import time
+
+from ..jobs.quickstart import EPOCHS, TARGET_MAP, QuickstartOptions, quickstart
+from .common import add_progress_flag, options_from, positive_int
+
+
+def add_arguments(p):
+    p.add_argument("--output-dir", default="output", help="folder of everything written")
+    p.add_argument("--epochs", type=positive_int, default=EPOCHS, help="training epochs")
+    add_progress_flag(p)
+
+
+def run(args):
+    start = time.time()
+    result = quickstart(options_from(QuickstartOptions, args))
+    print("\nheld-out VOC07 mAP %.4f (target %.2f), COCO AP %.4f, in %.1f min"
+          % (result.voc07_map, TARGET_MAP, result.coco_ap, (time.time() - start) / 60))
+    print("checkpoints and log: %s\nevaluation:          %s\ntraining curves:     %s\n"
+          "detections:          %s" % (result.train_dir, result.results_path, result.curves,
+                                       result.picture))
+    if result.voc07_map < TARGET_MAP:
+        print("warning: held-out mAP is below the %.2f target" % TARGET_MAP, file=sys.stderr)
+    print("\nUse the trained detector from Python:\n%s" % result.python_line)
+    return 0

@@ -1,0 +1,88 @@
+"""``zoo train``: train a registered detector (or one from a YAML config) on a dataset.
+
+Example, the embedded shapes dataset:
+    zoo train --network ssd_mobilenetv2 --dataset embedded --data-root output/shapes \\
+        --data-shape 256 --epochs 10 --output-dir output/train
+On two workers of a parameter-server cluster:
+    zoo launch -n 2 -- zoo train ... --kv-store dist_sync
+"""
+import os
+
+from ..engine.trainer import OPTIMIZERS
+from ..jobs.train import KV_STORES, TrainOptions, train
+from .common import (add_batch_flag, add_ctx_flag, add_dataset_flags, add_hidden_alias,
+                     add_progress_flag, comma_list, float_in, network, nonnegative_float,
+                     nonnegative_int, options_from, positive_float, positive_int, regex)
+
+
+def add_arguments(p):
+    p.add_argument("--network", required=True, type=network,
+                   help="registered model name or YAML config path")
+    add_dataset_flags(p, {
+        "--train-split": ("train", "split to train on"),
+        "--val-split": ("val", "split to validate on ('' for none)")})
+    add_hidden_alias(p, "--train-set", "train_split")
+    add_hidden_alias(p, "--val-set", "val_split")
+    p.add_argument("--data-shape", type=positive_int, default=None,
+                   help="input side (default: the config's)")
+    add_batch_flag(p, 16)
+    p.add_argument("--epochs", type=positive_int, default=10, help="epochs to train in all")
+    p.add_argument("--lr", type=positive_float, default=0.01,
+                   help="base learning rate of a step; gradients are averaged over devices "
+                        "and dist_sync workers, so N workers with --batch-size B train like "
+                        "one with N x B at the same --lr")
+    p.add_argument("--lr-steps", type=comma_list(nonnegative_float), default=(),
+                   help="comma-separated epochs at which the lr drops (none by default)")
+    p.add_argument("--lr-factor", type=positive_float, default=0.1,
+                   help="lr multiplier at each step")
+    p.add_argument("--warmup-epochs", type=nonnegative_float, default=0.0,
+                   help="linear warm-up length")
+    p.add_argument("--optimizer", default="sgd", choices=OPTIMIZERS, help="update rule")
+    p.add_argument("--momentum", type=float_in(0.0, 1.0, high_open=True), default=0.9,
+                   help="momentum of sgd and nag")
+    p.add_argument("--wd", type=nonnegative_float, default=5e-4, help="weight decay")
+    p.add_argument("--clip-gradient", type=positive_float, default=None,
+                   help="clip each gradient element to +-this (default: no clipping)")
+    add_ctx_flag(p)
+    p.add_argument("--kv-store", default="local", choices=KV_STORES,
+                   help="dist_* runs under `zoo launch`, each worker on its rank's shard of "
+                        "the data")
+    p.add_argument("--connect-timeout", type=positive_float, default=None,
+                   help="seconds a dist worker waits for its cluster before it fails "
+                        "(default: $ZOO_CONNECT_TIMEOUT, else 120)")
+    p.add_argument("--pretrained-backbone", action="store_true",
+                   help="start the backbone from GluonCV's ImageNet weights in $MXNET_HOME/models")
+    p.add_argument("--freeze", type=regex, default="",
+                   help="regular expression of parameter names to keep fixed, e.g. "
+                        "'^conv1_|^stage1_'")
+    p.add_argument("--resume", default="", metavar="PREFIX|auto",
+                   help="artifact prefix to continue from, or 'auto' for this run's own")
+    p.add_argument("--overwrite", action="store_true",
+                   help="start afresh in an --output-dir that holds another run's checkpoints")
+    p.add_argument("--keep-last", type=positive_int, default=3,
+                   help="checkpoints kept besides the best validated one")
+    p.add_argument("--output-dir", default=os.path.join("output", "train"),
+                   help="folder of the artifact (PREFIX = <output-dir>/<model name>) and the "
+                        "CSV log")
+    p.add_argument("--seed", type=nonnegative_int, default=0,
+                   help="seed of the initialisation, the data order and the augmentation")
+    p.add_argument("--val-interval", type=positive_int, default=1, help="validate every N epochs")
+    p.add_argument("--max-expand", type=float_in(1.0), default=4.0,
+                   help="largest zoom-out of the expansion augmentation (1 disables it)")
+    p.add_argument("--no-crop", dest="crop", action="store_false",
+                   help="no IoU-constrained random crop in the augmentation")
+    p.add_argument("--memory-saving", action="store_true",
+                   help="keep few activations and recompute the others in backward, "
+                        "segment by segment (zoo.memory); same losses and gradients. "
+                        "ssd_resnet101, batch 8 at 512: about half the peak memory for about "
+                        "1.2x the step time (zoo benchmark-memory)")
+    add_progress_flag(p)
+
+
+def run(args):
+    result = train(options_from(TrainOptions, args))
+    if result.worker_log:
+        print("worker rank %d: log in %s" % (result.rank, os.path.abspath(result.worker_log)))
+    else:
+        print("checkpoints and log in %s" % os.path.abspath(args.output_dir))
+    return 0

@@ -1,0 +1,255 @@
+"""What the training loop (:class:`zoo.engine.trainer.Trainer`) does besides updating:
+divergence checks, validation, checkpoints, the CSV log, the progress bar and batch-norm
+averaging across workers. :func:`default_hooks` puts them in the order they must run."""
+import contextlib
+import csv
+import glob
+import logging
+import math
+import os
+import time
+
+import numpy as np
+
+from .. import artifact
+from ..evaluation import evaluate_voc
+from . import module_adapter
+from .trainer import OutputFolderInUse, TrainingDiverged
+
+LOG = logging.getLogger("zoo.train")
+# A loss this many times the first one seen (or 1, if larger) counts as exploded.
+DIVERGENCE_FACTOR = 1e3
+
+
+class Hook:
+    """A hook of the training loop; every method does nothing unless overridden.
+
+    ``after_epoch`` may return a dict of columns to add to the epoch's row (later hooks
+    and the returned rows see them). ``only_rank0`` hooks run on rank 0 of a cluster only.
+    """
+    only_rank0 = False
+
+    def before_train(self, trainer):
+        pass
+
+    def before_epoch(self, trainer, epoch):
+        pass
+
+    def after_step(self, trainer, epoch, batch_index, losses):
+        pass
+
+    def after_epoch(self, trainer, epoch, row):
+        return None
+
+    def after_train(self, trainer):
+        pass
+
+
+class StatisticsAveraging(Hook):
+    """At each epoch's end, replace every worker's batch-norm running statistics by their
+    mean over all workers and devices, so that all workers hold the same model and rank 0's
+    checkpoint reflects every shard. Synchronous dist kvstores only (a synchronous server
+    answers a push-pull with the sum of this round's pushes); collective: every worker must
+    have this hook."""
+
+    def __init__(self):
+        self.keys = None
+
+    def after_epoch(self, trainer, epoch, row):
+        module = trainer.module
+        statistics = module_adapter.aux_arrays(module)
+        if not (trainer.synchronous and statistics):
+            return
+        kvstore = module_adapter.kvstore(module)
+        if self.keys is None:
+            self.keys = ["zoo:aux:" + name for name, _ in statistics]
+            kvstore.init(self.keys, [arrays[0] for _, arrays in statistics])
+        count = trainer.num_workers * len(module_adapter.contexts(module))
+        for i, (key, (_, arrays)) in enumerate(zip(self.keys, statistics)):
+            kvstore.pushpull(key, arrays, out=arrays, priority=-i)
+            for array in arrays:
+                array /= count
+        module_adapter.mark_params_changed(module)
+
+
+class DivergenceCheck(Hook):
+    """Stops training with :class:`TrainingDiverged` on a NaN/inf loss, a loss a thousand
+    times the first one seen, or non-finite parameters at an epoch's end (checked before
+    any checkpoint of that epoch is written, so the checkpoint the message names as the
+    last good one has finite parameters and losses). ``prefix`` is where checkpoints go."""
+
+    def __init__(self, prefix):
+        self.prefix = prefix
+        self.first_loss = None
+
+    def after_step(self, trainer, epoch, batch_index, losses):
+        total = sum(losses.values())
+        if self.first_loss is None:
+            self.first_loss = total
+        if math.isfinite(total) and total <= DIVERGENCE_FACTOR * max(self.first_loss, 1.0):
+            return
+        raise self.diverged("loss %s at epoch %d, batch %d (%s)" % (
+            "is not finite" if not math.isfinite(total) else "exploded to %.3g" % total,
+            epoch + 1, batch_index + 1, ", ".join("%s %.4g" % kv for kv in losses.items())))
+
+    def after_epoch(self, trainer, epoch, row):
+        # A full scan of the parameters per step would cost a device sync each; a bad update
+        # shows in the next step's loss, and the scan here guards the checkpoint.
+        arg_params, aux_params = trainer.params()
+        for name, array in {**arg_params, **aux_params}.items():
+            if not np.isfinite(array.asnumpy()).all():
+                raise self.diverged("parameter %s is not finite after epoch %d"
+                                    % (name, epoch + 1))
+
+    def diverged(self, what):
+        latest = artifact.latest_epoch(self.prefix)
+        kept = ("the last good checkpoint is %s" % artifact.epoch_files(self.prefix, latest).params
+                if latest is not None else "no checkpoint was written yet")
+        return TrainingDiverged("%s; %s. Lower --lr or add --clip-gradient." % (what, kept))
+
+
+class Validation(Hook):
+    """VOC07 mAP on ``dataset`` every ``interval`` epochs and after the last one, as the
+    row's ``val_map``; batches as in training, decoded by the loader's threads."""
+    only_rank0 = True
+
+    def __init__(self, dataset, interval=1):
+        if interval < 1:
+            raise ValueError("validation interval must be >= 1, got %d" % interval)
+        self.dataset, self.interval = dataset, interval
+
+    def after_epoch(self, trainer, epoch, row):
+        if (epoch + 1) % self.interval and epoch + 1 != trainer.options.epochs:
+            return None
+        arg_params, aux_params = trainer.params()
+        result = evaluate_voc(trainer.model, arg_params, aux_params, self.dataset,
+                              batch_size=trainer.options.batch_size,
+                              num_workers=trainer.loader.num_workers, progress=False)
+        val_map = result["voc07"]["mAP"]
+        LOG.info("epoch %d: validation VOC07 mAP %.4f", epoch + 1, val_map)
+        return {"val_map": val_map}
+
+
+class Checkpointer(Hook):
+    """Writes the artifact of every epoch at ``prefix`` (parameters, optimizer state, the
+    training options, the best validation so far), then keeps the newest ``keep_last``
+    epochs and the best one. ``run`` is a JSON-able description of the run (data, flags)
+    stored with the options.
+
+    Before training it removes what a killed save left, and refuses a folder that already
+    holds checkpoints unless the run resumes or ``overwrite`` is set (which removes this
+    prefix's old epochs).
+    """
+    only_rank0 = True
+
+    def __init__(self, prefix, keep_last=3, overwrite=False, run=None):
+        if keep_last < 1:
+            raise ValueError("keep_last must be >= 1, got %d" % keep_last)
+        self.prefix, self.keep_last, self.overwrite = prefix, keep_last, overwrite
+        self.run = run
+        self.best = None
+
+    def before_train(self, trainer):
+        folder = os.path.dirname(self.prefix) or "."
+        os.makedirs(folder, exist_ok=True)
+        artifact.clean_temporary_files(self.prefix)
+        resumed = trainer.resumed
+        if resumed is not None:
+            # A best epoch of another prefix names no file here.
+            if resumed.prefix == self.prefix:
+                self.best = resumed.meta.get("best")
+            return
+        found = sorted(glob.glob(os.path.join(glob.escape(folder), "*-[0-9][0-9][0-9][0-9].json")))
+        if found and not self.overwrite:
+            raise OutputFolderInUse(
+                "%s already holds checkpoints (%s): pass --resume to continue that run or "
+                "--overwrite to start a new one there" % (folder, os.path.basename(found[0])))
+        self._remove_all_epochs()
+
+    def _remove_all_epochs(self):
+        for epoch in artifact.epochs(self.prefix):
+            for path in artifact.epoch_files(self.prefix, epoch):
+                with contextlib.suppress(FileNotFoundError):
+                    os.remove(path)
+
+    def after_epoch(self, trainer, epoch, row):
+        val_map = row.get("val_map")
+        if val_map is not None and (self.best is None or val_map > self.best["value"]):
+            self.best = {"epoch": epoch + 1, "metric": "voc07_map", "value": val_map}
+        arg_params, aux_params = trainer.params()
+        artifact.save(self.prefix, epoch + 1, trainer.model, arg_params, aux_params,
+                      best=self.best, training=dict(trainer.training_record(), run=self.run),
+                      optimizer_state=module_adapter.optimizer_state(trainer.module))
+        artifact.prune(self.prefix, self.keep_last,
+                       keep=(self.best["epoch"],) if self.best else ())
+
+
+class CSVLog(Hook):
+    """Appends each epoch's row to the CSV file ``path`` (a new run starts it afresh; a
+    resumed one keeps the rows up to the epoch it resumes from)."""
+    only_rank0 = True
+
+    def __init__(self, path, loss_names):
+        self.path = path
+        self.columns = ["epoch", "lr", "samples_per_sec", *loss_names, "val_map"]
+
+    def before_train(self, trainer):
+        os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
+        rows = []
+        if trainer.start_epoch and os.path.exists(self.path):
+            with open(self.path, newline="") as stream:
+                rows = [row for row in csv.DictReader(stream)
+                        if int(row["epoch"]) <= trainer.start_epoch]
+        with open(self.path, "w", newline="") as stream:
+            writer = csv.DictWriter(stream, fieldnames=self.columns, extrasaction="ignore")
+            writer.writeheader()
+            writer.writerows(rows)
+
+    def after_epoch(self, trainer, epoch, row):
+        with open(self.path, "a", newline="") as stream:
+            csv.DictWriter(stream, fieldnames=self.columns, extrasaction="ignore").writerow(row)
+
+
+class ProgressBar(Hook):
+    """A progress bar per epoch with the speed and the running mean losses."""
+    only_rank0 = True
+
+    def __init__(self):
+        self.bar, self.totals, self.start = None, None, None
+
+    def before_epoch(self, trainer, epoch):
+        from tqdm import tqdm
+        self.bar = tqdm(total=len(trainer.loader), unit="batch", leave=False,
+                        desc="epoch %d/%d" % (epoch + 1, trainer.options.epochs))
+        self.totals, self.start = dict.fromkeys(trainer.model.loss_names, 0.0), time.time()
+
+    def after_step(self, trainer, epoch, batch_index, losses):
+        steps = batch_index + 1
+        for name, value in losses.items():
+            self.totals[name] += value
+        samples = steps * trainer.options.batch_size * trainer.num_workers
+        self.bar.set_postfix({"samples/s": "%.1f" % (samples / max(time.time() - self.start,
+                                                                   1e-9)),
+                              **{k: "%.3f" % (v / steps) for k, v in self.totals.items()}},
+                             refresh=False)
+        self.bar.update()
+
+    def after_epoch(self, trainer, epoch, row):
+        self.bar.close()
+
+
+def default_hooks(model, output_dir, *, val_dataset=None, val_interval=1, keep_last=3,
+                  overwrite=False, progress=True, run=None):
+    """The hooks of a training run writing to ``output_dir`` (prefix ``model.name``), in the
+    order they must run: statistics averaged before anything reads them, the divergence
+    check before validation and saving, the best validation known before the checkpoint
+    records it, the folder check before the log is started."""
+    prefix = os.path.join(output_dir, model.name)
+    hooks = [StatisticsAveraging(), DivergenceCheck(prefix)]
+    if val_dataset is not None:
+        hooks.append(Validation(val_dataset, val_interval))
+    hooks += [Checkpointer(prefix, keep_last, overwrite, run),
+              CSVLog(prefix + "-log.csv", model.loss_names)]
+    if progress:
+        hooks.append(ProgressBar())
+    return hooks

@@ -1,0 +1,378 @@
+"""The training loop: an MXNet Module stepped over a loader's batches, with hooks
+(:mod:`zoo.engine.hooks`) for everything around it (divergence checks, validation,
+checkpoints, the CSV log, progress, batch-norm averaging), on one process or as one worker
+of a parameter-server cluster (``dist_*`` kvstores).
+
+A resumed run ends bit-identical to an uninterrupted one: parameters, optimizer state and
+update counts come from the artifact, the data order and each sample's augmentation from
+``(seed, epoch, index)`` (:class:`zoo.data.DetectionLoader`), and the target operators'
+sampling from a per-epoch seed.
+"""
+import contextlib
+import json
+import logging
+import os
+import re
+import time
+import warnings
+from dataclasses import asdict, dataclass
+from typing import Optional
+
+import mxnet as mx
+import numpy as np
+
+from .. import artifact
+from ..distributed import ClusterError, is_distributed, is_synchronous
+from ..memory import memory_saving_symbol
+from . import module_adapter
+
+LOG = logging.getLogger("zoo.train")
+OPTIMIZERS = ("sgd", "nag", "adam", "rmsprop")
+# Optimizers whose update has a momentum term.
+WITH_MOMENTUM = ("sgd", "nag")
+
+
+class TrainingError(RuntimeError):
+    """Training cannot go on; the message is one line saying why and what to do."""
+
+
+class TrainingDiverged(TrainingError):
+    """The loss or the parameters became NaN/inf, or the loss exploded; the message names
+    the last good checkpoint."""
+
+
+class OutputFolderInUse(TrainingError):
+    """A new run's output folder already holds checkpoints."""
+
+
+def contexts(spec):
+    """``"cpu"`` or ``"gpu0,1"`` to a list of MXNet contexts."""
+    if spec == "cpu":
+        return [mx.cpu()]
+    match = re.fullmatch(r"gpu([\d,]+)", spec)
+    if not match or not any(match.group(1).split(",")):
+        raise ValueError("ctx must be 'cpu' or 'gpuN[,M...]', got %r" % spec)
+    return [mx.gpu(int(i)) for i in match.group(1).split(",") if i]
+
+
+def frozen_params(arg_names, pattern):
+    """Parameters whose name matches the regular expression ``pattern`` (None: none)."""
+    if not pattern:
+        return []
+    regex = re.compile(pattern)
+    return [name for name in arg_names if regex.search(name)]
+
+
+def lr_scheduler(base_lr, steps_per_epoch, lr_steps, lr_factor, warmup_epochs):
+    """Step decay at the given epochs after a linear warm-up, counted in updates."""
+    warmup = int(warmup_epochs * steps_per_epoch)
+    steps = [max(int(e * steps_per_epoch), warmup + 1) for e in lr_steps]
+    common = dict(base_lr=base_lr, warmup_steps=warmup,
+                  warmup_begin_lr=base_lr * 0.1 if warmup else base_lr)
+    if steps:
+        return mx.lr_scheduler.MultiFactorScheduler(steps, factor=lr_factor, **common)
+    # No drops: a factor-1 schedule keeps the warm-up and a constant rate after it.
+    return mx.lr_scheduler.FactorScheduler(step=10 ** 9, factor=1.0, **common)
+
+
+@dataclass(frozen=True)
+class TrainerOptions:
+    """How to train: ``ctx`` is ``"cpu"`` or ``"gpu0,1,..."``; ``batch_size`` the samples of
+    one step of this process (the loader's), split over its devices; ``freeze`` a regular
+    expression of parameter names to keep fixed; ``memory_saving`` recomputes activations
+    in backward (:mod:`zoo.memory`); ``seed`` the initialisation and per-epoch seed."""
+    epochs: int
+    batch_size: int
+    ctx: str = "cpu"
+    kv_store: str = "local"
+    freeze: Optional[str] = None
+    memory_saving: bool = False
+    seed: int = 0
+
+    def __post_init__(self):
+        contexts(self.ctx)
+        if self.epochs < 1 or self.batch_size < 1:
+            raise ValueError("epochs and batch_size must be >= 1, got %d and %d"
+                             % (self.epochs, self.batch_size))
+        if self.freeze:
+            try:
+                re.compile(self.freeze)
+            except re.error as err:
+                raise ValueError("freeze %r is not a regular expression: %s"
+                                 % (self.freeze, err)) from None
+
+
+@dataclass(frozen=True)
+class OptimizerOptions:
+    """The optimizer and its schedule: ``lr`` is the base rate of a step (gradients are
+    averaged over devices and synchronous workers); it drops by ``lr_factor`` at each epoch
+    of ``lr_steps`` after ``warmup_epochs`` of linear warm-up from lr / 10."""
+    name: str = "sgd"
+    lr: float = 0.01
+    momentum: float = 0.9
+    wd: float = 5e-4
+    clip_gradient: Optional[float] = None
+    lr_steps: tuple = ()
+    lr_factor: float = 0.1
+    warmup_epochs: float = 0.0
+
+    def __post_init__(self):
+        if self.name not in OPTIMIZERS:
+            raise ValueError("optimizer %r: one of %s" % (self.name, ", ".join(OPTIMIZERS)))
+        # A list would make the record unhashable and compare unequal to a tuple.
+        object.__setattr__(self, "lr_steps", tuple(self.lr_steps))
+
+    def record(self):
+        """The options as JSON values (what a checkpoint stores)."""
+        return json.loads(json.dumps(asdict(self)))
+
+    def changes_from(self, saved):
+        """``["lr 0.01 -> 0.02", ...]``: how these options differ from a saved
+        :meth:`record` (settings it lacks count as unchanged)."""
+        return ["%s %s -> %s" % (name, saved[name], value)
+                for name, value in self.record().items()
+                if name in saved and saved[name] != value]
+
+
+@contextlib.contextmanager
+def _environment(name, value):
+    """Set environment variable ``name`` to ``value`` for the duration of the block."""
+    previous = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        if previous is None:
+            del os.environ[name]
+        else:
+            os.environ[name] = previous
+
+
+class Trainer:
+    """Trains ``model`` on the batches of ``loader`` (a :class:`zoo.data.DetectionLoader`)
+    with ``options`` (:class:`TrainerOptions`) and ``optimizer`` (:class:`OptimizerOptions`).
+
+    ``hooks`` (see :class:`zoo.engine.hooks.Hook`, and :func:`zoo.engine.hooks.default_hooks`)
+    are called in order: ``before_train(trainer)`` before the module is built,
+    ``before_epoch(trainer, epoch)``, ``after_step(trainer, epoch, batch_index, losses)``
+    after each update, ``after_epoch(trainer, epoch, row)``, ``after_train(trainer)``;
+    ``epoch`` counts from 0. A hook whose ``only_rank0`` is true runs on rank 0 only.
+
+    ``kvstore`` is a created ``dist_*`` kvstore when this process is one worker of a cluster
+    (its rank picked ``loader``'s shard); None lets Module create ``options.kv_store``.
+    """
+
+    def __init__(self, model, loader, options, optimizer, hooks=(), kvstore=None):
+        if loader.batch_size != options.batch_size:
+            raise ValueError("the loader's batch size %d is not batch_size %d"
+                             % (loader.batch_size, options.batch_size))
+        self.model, self.loader, self.options = model, loader, options
+        self.optimizer_options = optimizer
+        self.kvstore = options.kv_store if kvstore is None else kvstore
+        kind = getattr(self.kvstore, "type", self.kvstore)
+        self.distributed, self.synchronous = is_distributed(kind), is_synchronous(kind)
+        if self.distributed and isinstance(self.kvstore, str):
+            raise ValueError("kvstore %r: create it first (zoo.distributed.create_dist_kvstore) "
+                             "and pass it, its rank picks the loader's shard" % kind)
+        self.rank = getattr(self.kvstore, "rank", 0)
+        self.num_workers = getattr(self.kvstore, "num_workers", 1)
+        self.hooks = [hook for hook in hooks if self.rank == 0 or not hook.only_rank0]
+        self.input_names = list(model.input_shapes())
+        # Set by fit: the artifact resumed from (or None), the first epoch, the Module.
+        self.resumed, self.start_epoch, self.module = None, 0, None
+
+    # -- the loop ---------------------------------------------------------------------------
+
+    def fit(self, resume_prefix=None):
+        """Run the epochs, from the newest checkpoint at ``resume_prefix`` if given;
+        returns the per-epoch rows (``epoch`` counted from 1, ``lr``, ``samples_per_sec``,
+        the model's losses, and what the hooks added, e.g. ``val_map``)."""
+        if resume_prefix is not None:
+            self.resumed = self._load_checkpoint(resume_prefix)
+            self.start_epoch = self.resumed.epoch
+        self._call("before_train")
+        self.module = self.build_module()
+        self._start(self.module)
+        rows = []
+        for epoch in range(self.start_epoch, self.options.epochs):
+            self._call("before_epoch", epoch)
+            row = self.run_epoch(epoch)
+            for hook in self.hooks:
+                row = {**row, **(hook.after_epoch(self, epoch, row) or {})}
+            rows.append(row)
+        self._call("after_train")
+        return rows
+
+    def _call(self, method, *args):
+        for hook in self.hooks:
+            getattr(hook, method)(self, *args)
+
+    def run_epoch(self, epoch):
+        """One epoch of updates; returns its row (mean losses, speed, learning rate)."""
+        # Per-epoch seeds make the target operators' sampling identical after a resume.
+        np.random.seed((self.options.seed * 1000003 + epoch) % 2 ** 32)
+        mx.random.seed((self.options.seed * 1000003 + epoch) % 2 ** 31)
+        totals = dict.fromkeys(self.model.loss_names, 0.0)
+        samples, batches, start = 0, 0, time.time()
+        for batch in self.loader.epoch(epoch):
+            self.module.forward_backward(self.data_batch(batch))
+            self.module.update()
+            losses = self.model.training_losses(self.module.get_outputs())
+            self._call("after_step", epoch, batches, losses)
+            for name, value in losses.items():
+                totals[name] += value
+            batches += 1
+            # Every worker's shard holds as many samples: this rate is the cluster's.
+            samples += (len(batch.indices) - batch.pad) * self.num_workers
+        row = {"epoch": epoch + 1, "lr": module_adapter.current_lr(self.module),
+               "samples_per_sec": samples / max(time.time() - start, 1e-9)}
+        row.update({name: total / max(batches, 1) for name, total in totals.items()})
+        LOG.info("epoch %d: %s", epoch + 1, ", ".join(
+            "%s %.4g" % (k, v) for k, v in row.items() if k != "epoch"))
+        return row
+
+    def data_batch(self, batch):
+        data, label = batch
+        inputs = self.model.input_arrays(data)
+        return mx.io.DataBatch(data=[mx.nd.array(inputs[n]) for n in self.input_names],
+                               label=[mx.nd.array(label)])
+
+    def params(self):
+        """``(arg_params, aux_params)`` of the module once every queued operator has run."""
+        mx.nd.waitall()
+        return self.module.get_params()
+
+    def training_record(self):
+        """The JSON-able options a checkpoint stores (and a resume compares against)."""
+        return {"trainer": json.loads(json.dumps(asdict(self.options))),
+                "optimizer": self.optimizer_options.record()}
+
+    # -- building and starting --------------------------------------------------------------
+
+    def build_module(self):
+        """The training graph bound on this run's devices, frozen parameters fixed."""
+        shapes = self.model.train_input_shapes(self.options.batch_size, self.loader.max_objects)
+        symbol = self.model.train_symbol()
+        fixed = frozen_params(symbol.list_arguments(), self.options.freeze)
+        if self.options.memory_saving:
+            symbol = memory_saving_symbol(symbol, shapes, fixed)
+        module = mx.mod.Module(
+            symbol, data_names=self.input_names, label_names=["label"],
+            context=contexts(self.options.ctx), fixed_param_names=fixed)
+        module.bind(data_shapes=[(n, shapes[n]) for n in self.input_names],
+                    label_shapes=[("label", shapes["label"])], for_training=True)
+        return module
+
+    def gradient_scale(self):
+        """``rescale_grad``: one over the number of gradients summed into an update.
+
+        The losses normalise themselves per batch (by valid anchors / sampled ROIs), so each
+        device's gradient is already a per-sample mean, whatever the batch size Module
+        assumes. The local kvstore sums the devices' gradients, a synchronous one also the
+        workers': dividing by their count makes N workers with batch B take the step of one
+        worker with batch N x B at the same learning rate (exactly so when every shard has
+        the same loss normaliser). dist_async applies each worker's sum on its own.
+        """
+        workers = self.num_workers if self.synchronous else 1
+        return 1.0 / (len(contexts(self.options.ctx)) * workers)
+
+    def build_optimizer(self, steps_per_epoch):
+        """This run's MXNet optimizer, its schedule counted in updates."""
+        o = self.optimizer_options
+        # With dist_async the servers' optimizer counts one update per worker's push.
+        updates_per_epoch = steps_per_epoch * (self.num_workers if self.distributed
+                                               and not self.synchronous else 1)
+        params = {"learning_rate": o.lr, "wd": o.wd, "rescale_grad": self.gradient_scale(),
+                  "lr_scheduler": lr_scheduler(o.lr, updates_per_epoch, o.lr_steps,
+                                               o.lr_factor, o.warmup_epochs)}
+        if o.name in WITH_MOMENTUM:
+            params["momentum"] = o.momentum
+        if o.clip_gradient:
+            params["clip_gradient"] = o.clip_gradient
+        return mx.optimizer.create(o.name, **params)
+
+    def _init_optimizer(self, module):
+        """Install this run's optimizer (its ``rescale_grad`` from :meth:`gradient_scale`,
+        not the batch size Module expects).
+
+        Where the update runs: with a synchronous dist kvstore the servers only sum the
+        gradients and every worker runs the optimizer (MXNET_UPDATE_ON_KVSTORE=0, which
+        MXNet 1.9.1's Module reads here). All workers then apply the same summed gradient to
+        the same parameters, so their optimizer states are identical and local, and rank 0's
+        checkpoint holds them: a resume is exact. Updating on the servers would keep the
+        states there, where no worker can save them. dist_async needs the servers' updates
+        (each worker's gradient is applied as it arrives).
+        """
+        update_on_servers = contextlib.nullcontext()
+        if self.distributed:
+            update_on_servers = _environment("MXNET_UPDATE_ON_KVSTORE",
+                                             "0" if self.synchronous else "1")
+        with warnings.catch_warnings(), update_on_servers:
+            warnings.filterwarnings("ignore", message="Optimizer created manually")
+            module.init_optimizer(kvstore=self.kvstore,
+                                  optimizer=self.build_optimizer(len(self.loader)))
+
+    def _start(self, module):
+        """Initialise parameters and the optimizer, from the resumed checkpoint if any.
+        Every worker of a cluster must resume from the same checkpoint."""
+        if self.resumed is None:
+            arg_params, aux_params = self.model.init_params(seed=self.options.seed)
+        else:
+            arg_params, aux_params = self.resumed.arg_params, self.resumed.aux_params
+        module.init_params(arg_params=arg_params, aux_params=aux_params,
+                           allow_missing=False, allow_extra=self.resumed is not None)
+        self._init_optimizer(module)
+        if self.resumed is not None:
+            self._restore_optimizer(module)
+        if self.distributed:
+            self._join_rank0(module)
+
+    @staticmethod
+    def _load_checkpoint(prefix):
+        epoch = artifact.latest_epoch(prefix)
+        if epoch is None:
+            raise artifact.ArtifactError("no complete checkpoint %s-NNNN.params/.json to "
+                                         "resume from" % prefix)
+        return artifact.load(prefix, epoch)
+
+    def _restore_optimizer(self, module):
+        """The resumed checkpoint's optimizer state and update counts (which place the
+        schedule) under this run's optimizer settings; logs one line saying what changed."""
+        resumed = self.resumed
+        saved = (resumed.meta.get("training") or {}).get("optimizer")
+        changes = self.optimizer_options.changes_from(saved) if saved else []
+        state = artifact.load_optimizer_state(resumed.prefix, resumed.epoch)
+        notes = ["changed optimizer settings apply: " + ", ".join(changes)] if changes else []
+        if saved is None:
+            notes.append("the checkpoint records no optimizer settings, this run's apply")
+        if state is None:
+            notes.append("no optimizer state saved, it starts afresh")
+        elif saved and saved["name"] != self.optimizer_options.name:
+            # Another optimizer class cannot take these arrays; the schedule still goes on.
+            module_adapter.set_update_count(module, state.info["num_update"])
+            notes.append("the %s state is dropped, %s starts afresh"
+                         % (saved["name"], self.optimizer_options.name))
+        elif not module_adapter.set_optimizer_state(module, state):
+            notes.append("%s keeps the optimizer state on the servers, it starts afresh"
+                         % module_adapter.kvstore(module).type)
+        LOG.info("resumed from %s at epoch %d%s", resumed.prefix, resumed.epoch,
+                 "".join("; " + note for note in notes))
+
+    def _join_rank0(self, module):
+        """Start every worker from rank 0's parameters (which Module's kvstore init stored on
+        the servers) and check that all start at the same epoch. Collective: every worker
+        calls it at the same point."""
+        kvstore = module_adapter.kvstore(module)
+        for i, (name, arrays) in enumerate(module_adapter.param_arrays(module)):
+            kvstore.pull(name, out=arrays, priority=-i)
+        module_adapter.mark_params_changed(module)
+        key = "zoo:start_epoch"
+        kvstore.init(key, mx.nd.array([self.start_epoch]))
+        rank0_start = mx.nd.zeros((1,))
+        kvstore.pull(key, out=rank0_start)
+        if int(rank0_start.asscalar()) != self.start_epoch:
+            raise ClusterError(
+                "worker rank %d starts at epoch %d but rank 0 at epoch %d: every worker must "
+                "resume from the same checkpoint (a shared output folder, or the same resume "
+                "prefix on every host)" % (self.rank, self.start_epoch,
+                                           int(rank0_start.asscalar())))

@@ -1,0 +1,80 @@
+"""Score an artifact on every image of a dataset split: per-class AP and mAP (VOC07 11-point
+and area under the curve) and COCO AP, AP50, AP75."""
+import json
+import os
+from dataclasses import dataclass
+from typing import Optional
+
+from .. import artifact
+from ..data.factory import open_dataset
+from ..errors import DataError
+from ..evaluation import coco_scores, predict, voc_scores
+
+
+@dataclass(frozen=True)
+class EvalOptions:
+    checkpoint: str
+    data_root: str
+    epoch: Optional[int] = None          # None: the best validated epoch, else the newest
+    dataset: str = "voc"
+    split: str = "val"
+    batch_size: int = 8
+    data_threads: Optional[int] = None
+    skip_bad: bool = False
+    output: Optional[str] = None         # results JSON; None: <checkpoint>-eval-<split>.json
+    progress: bool = True
+
+
+@dataclass(frozen=True)
+class EvalResult:
+    epoch: int
+    images: int
+    precision: dict
+    class_names: list
+    voc: dict                            # {"voc07": {class: AP, "mAP": ...}, "voc_area": ...}
+    coco: dict                           # {"AP": ..., "AP50": ..., "AP75": ..., ...}
+    output: str                          # the results JSON written
+
+
+def evaluate(options):
+    """Predict on every image of the split, score, and write the results JSON (and the COCO
+    detections beside it)."""
+    loaded = artifact.load(options.checkpoint, options.epoch)
+    dataset = open_data(options, loaded)
+    detections = predict(loaded.model, loaded.arg_params, loaded.aux_params, dataset,
+                         batch_size=options.batch_size, num_workers=options.data_threads,
+                         progress=options.progress, symbol=loaded.symbol)
+    output = options.output or "%s-eval-%s.json" % (options.checkpoint, options.split)
+    result = EvalResult(
+        epoch=loaded.epoch, images=len(dataset), precision=loaded.precision,
+        class_names=list(dataset.class_names), voc=voc_scores(dataset, detections),
+        coco=coco_scores(dataset, detections,
+                         results_json=os.path.splitext(output)[0] + "-detections.json"),
+        output=output)
+    with open(output, "w") as stream:
+        json.dump({"checkpoint": options.checkpoint, "epoch": result.epoch,
+                   "images": result.images, "precision": result.precision,
+                   "data": "%s:%s/%s" % (options.dataset, options.data_root, options.split),
+                   "voc": result.voc, "coco": result.coco}, stream, indent=1)
+    return result
+
+
+def open_data(options, loaded):
+    """The split to score, refused if its classes are not the artifact's (the scores would
+    compare unrelated class ids)."""
+    dataset = open_dataset(options.dataset, options.data_root, options.split, options.skip_bad)
+    if list(dataset.class_names) != list(loaded.class_names):
+        raise DataError("%s/%s: classes %s are not the artifact's %s" % (
+            options.data_root, options.split, list(dataset.class_names), loaded.class_names))
+    return dataset
+
+
+def format_table(class_names, scores):
+    """Per-class AP of every VOC metric side by side, mAP last."""
+    metrics = list(scores)
+    width = max(len(n) for n in list(class_names) + ["mAP"])
+    lines = ["%-*s  %s" % (width, "class", "  ".join("%9s" % m for m in metrics))]
+    for name in list(class_names) + ["mAP"]:
+        lines.append("%-*s  %s" % (width, name, "  ".join(
+            "%9.4f" % scores[m][name] for m in metrics)))
+    return "\n".join(lines)

@@ -1,0 +1,49 @@
+"""Pack a VOC or COCO dataset into MXNet ``PREFIX.lst``, ``.rec``, ``.idx`` and
+``.classes.txt`` (im2rec detection format, boxes normalised to [0, 1])."""
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+from ..data.coco import COCODataset
+from ..data.recordio import write_record_files
+from ..data.voc import VOCDataset
+from ..errors import OptionsError
+
+FORMATS = ("voc", "coco")
+
+
+@dataclass(frozen=True)
+class PrepareOptions:
+    format: str                          # "voc" or "coco"
+    output: str                          # prefix of the files written
+    root: Optional[str] = None           # voc: the folder holding Annotations/, JPEGImages/
+    split: str = "trainval"              # voc: an image set of ImageSets/Main
+    annotations: Optional[str] = None    # coco: the annotation JSON file
+    image_dir: Optional[str] = None      # coco: the folder holding the images
+    skip_bad: bool = False
+
+
+@dataclass(frozen=True)
+class PrepareResult:
+    images: int
+    objects: int
+    classes: int
+
+
+def open_source(options):
+    """The dataset the options name."""
+    needed = ("root",) if options.format == "voc" else ("annotations", "image_dir")
+    for name in needed:
+        if getattr(options, name) is None:
+            raise OptionsError("format %s needs %s" % (options.format, name))
+    if options.format == "voc":
+        return VOCDataset(options.root, image_set=options.split, skip_bad=options.skip_bad)
+    if options.format == "coco":
+        return COCODataset(options.annotations, options.image_dir, skip_bad=options.skip_bad)
+    raise OptionsError("format %r: expected one of %s" % (options.format, ", ".join(FORMATS)))
+
+
+def prepare_data(options, progress: Optional[Callable[[int, int], None]] = None):
+    """Write the record files; ``progress(done, total)`` is called after each image."""
+    dataset = open_source(options)
+    images, objects = write_record_files(dataset, options.output, progress=progress)
+    return PrepareResult(images, objects, len(dataset.class_names))

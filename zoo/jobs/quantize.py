@@ -1,0 +1,67 @@
+"""Quantize an fp32 artifact to int8 (MKL-DNN), calibrated on the first batches of a dataset
+split; the result is a format-2 artifact whose graph is the int8 one."""
+import os
+import time
+from dataclasses import dataclass
+from typing import Optional, Tuple
+
+from .. import artifact
+from ..data.factory import open_dataset
+from ..errors import DataError
+from ..quantization import calibration_iter, int8_layers, quantize as quantize_graph
+
+
+@dataclass(frozen=True)
+class QuantizeOptions:
+    checkpoint: str
+    data_root: str
+    epoch: Optional[int] = None          # None: the best validated epoch, else the newest
+    dataset: str = "voc"
+    split: str = "train"                 # calibrate on images you do not evaluate on
+    calib_mode: str = "naive"            # naive: observed min/max; entropy: KL thresholds
+    calib_batches: int = 5
+    batch_size: int = 8
+    exclude: Tuple[str, ...] = ()        # layers kept in fp32 besides the defaults
+    output: Optional[str] = None         # prefix; None: <checkpoint>-int8
+    data_threads: Optional[int] = None
+    skip_bad: bool = False
+
+
+@dataclass(frozen=True)
+class QuantizeResult:
+    prefix: str
+    epoch: int
+    precision: dict                      # {"dtype": "int8", "calibration": {...}}
+
+
+def quantize(options):
+    """Calibrate, quantize and save the int8 artifact."""
+    source = artifact.load(options.checkpoint, options.epoch)
+    if source.is_int8:
+        raise artifact.ArtifactError("%s-%04d: already int8; quantize an fp32 artifact"
+                                     % (options.checkpoint, source.epoch))
+    dataset = open_dataset(options.dataset, options.data_root, options.split, options.skip_bad)
+    data_name = "%s:%s/%s" % (options.dataset, options.data_root, options.split)
+    if len(dataset) < options.batch_size:
+        raise DataError("%s: %d images, fewer than one calibration batch of %d"
+                        % (data_name, len(dataset), options.batch_size))
+    calib_data = calibration_iter(source.model, dataset, options.batch_size,
+                                  options.calib_batches, options.data_threads)
+    start = time.time()
+    # The unfused graph: MKL-DNN's quantization pass does its own fusion.
+    symbol, arg_params, aux_params = quantize_graph(
+        source.model.symbol(), source.arg_params, source.aux_params, calib_data,
+        options.calib_mode, options.exclude)
+    precision = {"dtype": "int8", "calibration": {
+        "mode": options.calib_mode,
+        "images": min(len(dataset) // options.batch_size, options.calib_batches)
+        * options.batch_size,
+        "data": data_name, "excluded": list(options.exclude),
+        "int8_layers": len(int8_layers(symbol)),
+        "source": "%s-%04d" % (options.checkpoint, source.epoch),
+        "seconds": round(time.time() - start, 1)}}
+    output = options.output or options.checkpoint + "-int8"
+    os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
+    artifact.save(output, source.epoch, source.model, arg_params, aux_params, symbol=symbol,
+                  precision=precision)
+    return QuantizeResult(prefix=output, epoch=source.epoch, precision=precision)

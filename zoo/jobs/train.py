@@ -1,0 +1,179 @@
+"""Train a registered detector (or one from a YAML config) on a dataset, on one process or
+as one worker of a parameter-server cluster (``dist_*`` kvstores, started by ``zoo launch``):
+open the datasets, build the model, the augmentation and the loader, and run
+:class:`zoo.engine.trainer.Trainer` with the default hooks."""
+import logging
+import os
+from dataclasses import asdict, dataclass
+from typing import Optional, Tuple
+
+from .. import artifact
+from ..config import load_config
+from ..data import DetectionLoader, TrainTransform
+from ..data.factory import open_dataset
+from ..distributed import create_dist_kvstore, is_distributed
+from ..engine.hooks import default_hooks
+from ..engine.trainer import OptimizerOptions, Trainer, TrainerOptions
+from ..errors import ConfigError
+from ..model import build_model
+from ..registry import get_config, list_models
+from . import LOG_FORMAT
+
+LOG = logging.getLogger("zoo.train")
+KV_STORES = ("local", "device", "dist_sync", "dist_device_sync", "dist_async")
+
+
+@dataclass(frozen=True)
+class TrainOptions:
+    network: str                         # registered model name or YAML config path
+    dataset: str = "embedded"            # a kind of zoo.data.factory.KINDS
+    data_root: str = os.path.join("output", "shapes")
+    train_split: str = "train"
+    val_split: str = "val"               # "" for no validation
+    data_shape: Optional[int] = None     # None: the config's
+    batch_size: int = 16                 # samples per step of this process, over its devices
+    epochs: int = 10
+    lr: float = 0.01
+    lr_steps: Tuple[float, ...] = ()     # epochs at which the lr drops
+    lr_factor: float = 0.1
+    warmup_epochs: float = 0.0
+    optimizer: str = "sgd"
+    momentum: float = 0.9
+    wd: float = 5e-4
+    clip_gradient: Optional[float] = None
+    ctx: str = "cpu"                     # "cpu" or "gpu0,1,..."
+    kv_store: str = "local"
+    connect_timeout: Optional[float] = None   # dist: None is $ZOO_CONNECT_TIMEOUT, else 120 s
+    pretrained_backbone: bool = False
+    freeze: str = ""                     # regular expression of parameter names kept fixed
+    resume: str = ""                     # an artifact prefix, or "auto" for this run's own
+    overwrite: bool = False              # start afresh over another run's checkpoints
+    keep_last: int = 3                   # epochs kept besides the best validated one
+    output_dir: str = os.path.join("output", "train")
+    data_threads: Optional[int] = None   # None: all cores
+    seed: int = 0
+    val_interval: int = 1
+    max_expand: float = 4.0              # largest zoom-out of the augmentation (1: none)
+    crop: bool = True                    # IoU-constrained random crop
+    skip_bad: bool = False
+    memory_saving: bool = False
+    progress: bool = True
+
+
+@dataclass(frozen=True)
+class TrainResult:
+    prefix: str                          # the run's artifact prefix
+    rows: list                           # per-epoch log rows of this process's epochs
+    best_epoch: Optional[int]            # of the artifact (None: none validated, or rank > 0)
+    rank: int = 0
+    worker_log: Optional[str] = None     # a dist worker of rank > 0 logs to this file
+
+
+def load_network_config(network):
+    """The raw config of a YAML file or a registered model."""
+    if os.path.isfile(network):
+        return load_config(network)
+    if network not in list_models():
+        raise ConfigError(network, "network", network, "a registered model (%s) or a YAML "
+                          "file" % ", ".join(list_models()))
+    return get_config(network)
+
+
+def build_train_model(options, class_names):
+    """The model for the dataset's classes at the options' data shape."""
+    config = load_network_config(options.network)
+    overrides = {"num_classes": len(class_names), "class_names": list(class_names)}
+    if options.data_shape:
+        overrides["data_shape"] = options.data_shape
+    if config.get("arch") == "faster_rcnn":
+        # The training pipeline feeds square images, so the long side equals the short one.
+        overrides["max_size"] = overrides.get("data_shape", config.get("data_shape", 600))
+    return build_model(config, pretrained_backbone=options.pretrained_backbone, **overrides)
+
+
+def make_trainer(options, kvstore=None):
+    """The :class:`Trainer` of a run; with a dist ``kvstore`` this worker trains on its
+    rank's shard and only rank 0 validates and writes checkpoints."""
+    rank, num_workers = (kvstore.rank, kvstore.num_workers) if kvstore is not None else (0, 1)
+    train_set = open_dataset(options.dataset, options.data_root, options.train_split,
+                             options.skip_bad)
+    val_set = (open_dataset(options.dataset, options.data_root, options.val_split,
+                            options.skip_bad) if options.val_split and rank == 0 else None)
+    model = build_train_model(options, train_set.class_names)
+    preprocessing = model.preprocessing()
+    transform = TrainTransform(model.config["data_shape"], preprocessing["mean"],
+                               preprocessing["std"], max_expand=options.max_expand,
+                               **({} if options.crop else {"min_ious": (None,)}))
+    max_objects = max(1, max(len(r.class_ids) for r in train_set.records))
+    loader = DetectionLoader(train_set, options.batch_size, transform, shuffle=True,
+                             seed=options.seed, num_workers=options.data_threads,
+                             max_objects=max_objects, num_shards=num_workers, shard_index=rank)
+    if kvstore is not None:
+        LOG.info("%s worker rank %d of %d: %d of %d samples, %d steps per epoch, %d samples "
+                 "per step in all", kvstore.type, rank, num_workers,
+                 len(train_set) // num_workers, len(train_set), len(loader),
+                 options.batch_size * num_workers)
+    hooks = default_hooks(model, options.output_dir, val_dataset=val_set,
+                          val_interval=options.val_interval, keep_last=options.keep_last,
+                          overwrite=options.overwrite, progress=options.progress,
+                          run=run_record(options))
+    return Trainer(model, loader, trainer_options(options), optimizer_options(options),
+                   hooks=hooks, kvstore=kvstore)
+
+
+def trainer_options(options):
+    return TrainerOptions(epochs=options.epochs, batch_size=options.batch_size,
+                          ctx=options.ctx, kv_store=options.kv_store,
+                          freeze=options.freeze or None, memory_saving=options.memory_saving,
+                          seed=options.seed)
+
+
+def optimizer_options(options):
+    return OptimizerOptions(name=options.optimizer, lr=options.lr, momentum=options.momentum,
+                            wd=options.wd, clip_gradient=options.clip_gradient,
+                            lr_steps=options.lr_steps, lr_factor=options.lr_factor,
+                            warmup_epochs=options.warmup_epochs)
+
+
+def run_record(options):
+    """What a checkpoint records of the run besides the trainer's and optimizer's options:
+    the data and the job's own settings (how a run is resumed or overwritten is not)."""
+    return {k: v for k, v in asdict(options).items() if k not in ("resume", "overwrite")}
+
+
+def resume_prefix(options, model_name):
+    if not options.resume:
+        return None
+    if options.resume == "auto":
+        return os.path.join(options.output_dir, model_name)
+    return options.resume
+
+
+def train(options):
+    """Run the training; returns its :class:`TrainResult`."""
+    kvstore, worker_log = None, None
+    if is_distributed(options.kv_store):
+        kvstore = create_dist_kvstore(options.kv_store, options.connect_timeout)
+        if kvstore.rank != 0:
+            worker_log = log_to_worker_file(options.output_dir, kvstore.rank)
+    trainer = make_trainer(options, kvstore)
+    rows = trainer.fit(resume_prefix(options, trainer.model.name))
+    prefix = os.path.join(options.output_dir, trainer.model.name)
+    # Rank 0 writes the artifact; the best epoch may precede a resume.
+    best = artifact.best_epoch(prefix) if trainer.rank == 0 else None
+    return TrainResult(prefix=prefix, rows=rows, best_epoch=best, rank=trainer.rank,
+                       worker_log=worker_log)
+
+
+def log_to_worker_file(output_dir, rank):
+    """Send this worker's log to ``<output_dir>/worker-<rank>.log``; only warnings and errors
+    still reach the console. Returns the file's path."""
+    os.makedirs(output_dir, exist_ok=True)
+    path = os.path.join(output_dir, "worker-%d.log" % rank)
+    root = logging.getLogger()
+    for handler in root.handlers:
+        handler.setLevel(logging.WARNING)
+    handler = logging.FileHandler(path)
+    handler.setFormatter(logging.Formatter(LOG_FORMAT))
+    root.addHandler(handler)
+    return path
