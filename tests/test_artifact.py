@@ -218,8 +218,8 @@ def test_non_finite_parameters_are_refused(tiny, tmp_path):
 def test_a_format_1_checkpoint_gets_the_conversion_command(tiny, tmp_path):
     prefix = write_format1(tiny, tmp_path / "old")
     message = one_line_error(prefix, "-0002.json")
-    assert message == ("%s-0002.json is a format-1 checkpoint; convert it with: zoo convert %s"
-                       % (prefix, prefix))
+    assert message == ("%s-0002.json is a format-1 checkpoint; convert it with: "
+                       "zoo convert --checkpoint %s" % (prefix, prefix))
 
 
 def test_a_newer_format_is_refused(tiny, tmp_path):

@@ -70,7 +70,7 @@ def test_registered_architectures_implement_the_contract(name):
 def test_resolve_returns_a_read_only_spec_and_leaves_its_input_alone():
     raw = zoo.get_config("ssd_mobilenetv2")
     overrides = {"sizes": [[0.1, 0.141], [0.2, 0.272], [0.37, 0.447], [0.54, 0.619],
-                           [0.71, 0.79]], "num_classes": 3}
+                           [0.71, 0.79]], "num_classes": 3, "data_shape": 256}
     raw_before, overrides_before = copy.deepcopy(raw), copy.deepcopy(overrides)
     spec = resolve(raw, overrides)
     assert raw == raw_before and overrides == overrides_before

@@ -129,7 +129,7 @@ def test_prepare_voc_round_trips_through_lst_and_rec(shapes, tmp_path, capsys):
                     "--output", prefix]) == 0
     assert "wrote 10 images" in capsys.readouterr().out
     voc = VOCDataset(shapes, "train")
-    listed, packed = LstDataset(prefix + ".lst"), RecordDataset(prefix + ".rec")
+    listed, packed = LstDataset(prefix + ".lst", image_root=shapes), RecordDataset(prefix + ".rec")
     assert listed.class_names == packed.class_names == voc.class_names
     assert_same_labels(listed, voc)
     assert_same_labels(packed, voc)
@@ -170,7 +170,8 @@ def test_prepare_script_runs_and_reports_errors(shapes, tmp_path):
                           env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert "packed 4/4 images" in done.stdout and "wrote 4 images" in done.stdout
-    assert sorted(os.listdir(tmp_path)) == ["val.classes.txt", "val.idx", "val.lst", "val.rec"]
+    assert sorted(os.listdir(tmp_path)) == ["val.box_convention.txt", "val.classes.txt",
+                                            "val.idx", "val.lst", "val.rec"]
     failed = subprocess.run([sys.executable, script, "--format", "voc", "--root", shapes,
                              "--image-set", "nope", "--output", str(tmp_path / "x")],
                             env=env, capture_output=True, text=True)
@@ -282,7 +283,7 @@ def test_image_faults_found_when_decoding(voc):
         data = stream.read()
     with pytest.raises(DataError, match="somewhere: truncated JPEG"):
         decode_image(data[:len(data) // 2], "somewhere")
-    with pytest.raises(DataError, match="not a decodable image"):
+    with pytest.raises(DataError, match="somewhere: JPEG header is damaged"):
         decode_image(b"\xff\xd8 not really a JPEG \xff\xd9", "somewhere")
 
 
@@ -361,10 +362,11 @@ def test_coco_skip_bad_counts_images_and_orphan_annotations(coco):
 
 
 @pytest.fixture
-def lst(shapes, tmp_path):
-    """The path of a freshly written ``train.lst`` (with .rec, .idx, .classes.txt)."""
-    prefix = str(tmp_path / "train")
-    assert zoo_main(["prepare-data", "--format", "voc", "--root", shapes, "--image-set", "train",
+def lst(voc):
+    """The path of a freshly written ``train.lst`` (with .rec, .idx, .classes.txt) in the root
+    of a VOC folder, so that its image paths are relative to its own folder."""
+    prefix = os.path.join(voc, "train")
+    assert zoo_main(["prepare-data", "--format", "voc", "--root", voc, "--image-set", "train",
                     "--output", prefix]) == 0
     return prefix + ".lst"
 

@@ -1,6 +1,9 @@
-"""VOC mean AP against GluonCV and hand-made cases; COCO AP through pycocotools."""
+"""VOC mean AP against GluonCV and hand-made cases; COCO AP through pycocotools; the box
+convention of each dataset kind; tied scores."""
+import dataclasses
 import json
 import math
+import os
 from types import SimpleNamespace
 
 import numpy as np
@@ -273,3 +276,265 @@ def test_coco_detections_from_model_output():
     assert coco_detections(5, rows, width=640, height=480) == [
         {"image_id": 5, "category_id": 2, "bbox": [160.0, 240.0, 320.0, 240.0], "score": 0.8}]
     assert coco_detections(5, rows, 640, 480, category_ids=[11, 22])[0]["category_id"] == 22
+
+
+# Tied scores
+
+def tied_batch(seed, num_images=3, max_det=5):
+    """One batch where at most 15 detections of a class exist in all and scores take
+    three values, so ties abound (and include duplicates of one object)."""
+    rng = np.random.default_rng(seed)
+    batch = [[] for _ in range(6)]
+    for _ in range(num_images):
+        gt_boxes, gt_labels, difficult = random_gt(rng, 4)
+        boxes, labels = random_detections(rng, gt_boxes, gt_labels)
+        boxes = np.concatenate([np.minimum(boxes[:, :2], boxes[:, 2:]),
+                                np.maximum(boxes[:, :2], boxes[:, 2:])], axis=1)[:max_det]
+        labels = labels[:max_det]
+        scores = rng.choice([0.3, 0.6, 0.9], len(labels))
+        for column, rows, length in zip(batch, (
+                boxes, labels[:, None], scores[:, None],
+                gt_boxes, gt_labels[:, None], difficult[:, None]),
+                (max_det, max_det, max_det, 4, 4, 4)):
+            column.append(padded(rows, length, rows.shape[1]))
+    boxes, labels, scores, gt_boxes, gt_labels, difficult = (np.stack(c) for c in batch)
+    return boxes, labels[..., 0], scores[..., 0], gt_boxes, gt_labels[..., 0], difficult[..., 0]
+
+
+def reversed_rows(batch):
+    """The batch with every image's detections listed in reverse (ground truth unchanged)."""
+    boxes, labels, scores, *ground_truth = batch
+    return (boxes[:, ::-1], labels[:, ::-1], scores[:, ::-1], *ground_truth)
+
+
+def both_maps(batch, **options):
+    """Our ``(voc07 values, area values)`` of one batch."""
+    values = []
+    for use_07_metric in (True, False):
+        metric = VOCMeanAP(CLASS_NAMES, use_07_metric=use_07_metric, **options)
+        metric.update(*batch)
+        values.append(metric.get()[1])
+    return values
+
+
+def gluoncv_maps(batch):
+    """GluonCV's ``(VOC07MApMetric values, VOCMApMetric values)`` of one batch."""
+    values = []
+    for metric_class in (VOC07MApMetric, VOCMApMetric):
+        metric = metric_class(iou_thresh=0.5, class_names=CLASS_NAMES)
+        metric.update(*batch)
+        values.append(metric.get()[1])
+    return values
+
+
+@pytest.mark.filterwarnings("ignore:Mean of empty slice")  # GluonCV, all-NaN APs
+def test_tied_scores_give_gluoncv_results():
+    # GluonCV sorts with numpy's quicksort, stable up to 16 items: with at most 15
+    # detections of a class its order of ties is well defined, and must be ours.
+    order_mattered = 0
+    for seed in range(40):
+        batch = tied_batch(seed)
+        for listing in (batch, reversed_rows(batch)):
+            for ours, theirs in zip(both_maps(listing), gluoncv_maps(listing)):
+                np.testing.assert_allclose(ours, theirs, rtol=0, atol=1e-6,
+                                           err_msg="seed %d" % seed)
+        order_mattered += not np.allclose(both_maps(batch)[0], both_maps(reversed_rows(batch))[0],
+                                          equal_nan=True)
+    assert order_mattered >= 5, "the data should have ties whose order changes the AP"
+
+
+def test_tie_order_is_documented_one():
+    shifted = np.add(BOX_A, [3, 0, 3, 0])
+    # One image: two tied detections of one object. The later one takes it; the earlier
+    # duplicate, a false positive, ranks first: precision 1/2 at recall 1.
+    assert single_image_ap([BOX_A, shifted], [0.9, 0.9], [BOX_A]).mean_ap() == 0.5
+    # Two images, tied: the later image's detection ranks first.
+    metric = VOCMeanAP(["a"])
+    boxes = np.array([[FAR], [BOX_A]], dtype=float)
+    gt = np.array([[BOX_A], [BOX_A]], dtype=float)
+    difficult = np.array([[1], [0]])  # image 0's object is difficult: only image 1 counts
+    metric.update(boxes, np.zeros((2, 1)), np.full((2, 1), 0.9), gt, np.zeros((2, 1)),
+                  difficult)
+    assert metric.mean_ap() == 1.0  # the true positive of image 1 ranks before image 0's miss
+    metric.reset()
+    metric.update(boxes[::-1], np.zeros((2, 1)), np.full((2, 1), 0.9), gt[::-1],
+                  np.zeros((2, 1)), difficult[::-1])
+    assert metric.mean_ap() == 0.5
+    for voc07 in (True, False):  # and GluonCV agrees on the first case
+        theirs = (VOC07MApMetric if voc07 else VOCMApMetric)(class_names=["a"])
+        theirs.update(np.array([[BOX_A, shifted]], float), np.zeros((1, 2)),
+                      np.full((1, 2), 0.9), np.array([[BOX_A]], float), np.zeros((1, 1)))
+        assert theirs.get()[1][-1] == pytest.approx(0.5)
+
+
+# Box conventions: each dataset kind is scored by its own
+
+@pytest.fixture(scope="module")
+def tiny_voc(tmp_path_factory):
+    """A generated VOC folder: 4 validation images of 64 pixels, objects of 10-32 pixels."""
+    from zoo.data import embedded
+    return embedded.generate(str(tmp_path_factory.mktemp("conventions") / "voc"), seed=4,
+                             num_train=1, num_val=4, image_size=64)
+
+
+def near_detections(dataset, seed, jitter=1.5, clutter=2):
+    """Per image, rows ``[class, score, x1, y1, x2, y2]`` normalised to the image: each
+    object found with corners moved by up to ``jitter`` pixels, plus a few wrong boxes;
+    scores take three values, so some tie."""
+    rng = np.random.default_rng(seed)
+    detections = []
+    for record in dataset.records:
+        rows = []
+        for box, class_id in zip(record.boxes, record.class_ids):
+            moved = box + rng.uniform(-jitter, jitter, 4)
+            rows.append([class_id, 0, *np.concatenate([np.minimum(moved[:2], moved[2:]),
+                                                       np.maximum(moved[:2], moved[2:])])])
+        for _ in range(clutter):
+            corner = rng.uniform(0, 40, 2)
+            rows.append([rng.integers(len(dataset.class_names)), 0, *corner,
+                         *(corner + rng.uniform(5, 20, 2))])
+        rows = np.array(rows, dtype=np.float64)
+        rows[:, 1] = rng.choice([0.4, 0.7, 0.95], len(rows))
+        rows[:, 2:] /= [record.width, record.height] * 2
+        detections.append(rows)
+    return detections
+
+
+def as_continuous(dataset, one_pixel_more):
+    """A continuous-convention copy of ``dataset`` with ``one_pixel_more`` added to x2, y2."""
+    from zoo.data import DetectionDataset
+    records = [dataclasses.replace(r, boxes=r.boxes + np.float32([0, 0, 1, 1]) * one_pixel_more)
+               for r in dataset.records]
+    return DetectionDataset(records, dataset.class_names, box_convention="continuous")
+
+
+def grown_by_a_pixel(dataset, detections):
+    """Detections with x2, y2 one pixel further (in each image's normalised units)."""
+    return [rows + np.concatenate([[0, 0, 0, 0], [1 / r.width, 1 / r.height]])
+            for r, rows in zip(dataset.records, detections)]
+
+
+def test_voc_dataset_is_scored_inclusive_and_equals_gluoncv(tiny_voc):
+    from zoo.data import VOCDataset
+    from zoo.evaluation import voc_scores
+
+    dataset = VOCDataset(tiny_voc, "val")
+    assert dataset.box_convention == "inclusive"
+    detections = near_detections(dataset, seed=0, jitter=4)
+    scores = voc_scores(dataset, detections)
+    for use_07, name, gluoncv_metric in ((True, "voc07", VOC07MApMetric),
+                                         (False, "voc_area", VOCMApMetric)):
+        theirs = gluoncv_metric(class_names=dataset.class_names)
+        for offset, metric in ((1, theirs), (0, None)):
+            ours = VOCMeanAP(dataset.class_names, use_07_metric=use_07, pixel_offset=offset)
+            for record, rows in zip(dataset.records, detections):
+                pixels = rows[:, 2:] * ([record.width, record.height] * 2)
+                inputs = (pixels[None], rows[None, :, 0], rows[None, :, 1], record.boxes[None],
+                          record.class_ids[None], record.difficult[None])
+                ours.update(*inputs)
+                if metric is not None:
+                    metric.update(*inputs)
+            if offset == 1:
+                assert scores[name] == dict(zip(*ours.get()))
+                np.testing.assert_allclose(ours.get()[1], theirs.get()[1], rtol=0, atol=1e-6)
+            else:
+                assert scores[name]["mAP"] != pytest.approx(ours.get()[1][-1], abs=1e-3)
+
+
+def test_coco_dataset_is_scored_continuous(tiny_voc, tmp_path):
+    from zoo.data import COCODataset, VOCDataset
+    from zoo.evaluation import coco_scores, voc_scores
+
+    voc = VOCDataset(tiny_voc, "val")
+    path = tmp_path / "instances.json"
+    path.write_text(json.dumps(coco_ground_truth(voc.records, voc.class_names, image_ids=[
+        1, 2, 3, 4]) | {"images": [{"id": i, "file_name": os.path.basename(r.path),
+                                   "width": r.width, "height": r.height}
+                                  for i, r in enumerate(voc.records, 1)]}))
+    coco = COCODataset(str(path), os.path.join(tiny_voc, "JPEGImages"))
+    assert coco.box_convention == "continuous"
+    detections = near_detections(voc, seed=3, jitter=4)
+    # The same rows on the same boxes: the conventions give different numbers...
+    assert voc_scores(coco, detections)["voc07"]["mAP"] != \
+        pytest.approx(voc_scores(voc, detections)["voc07"]["mAP"], abs=1e-3)
+    assert coco_scores(coco, detections)["AP"] != \
+        pytest.approx(coco_scores(voc, detections)["AP"], abs=1e-3)
+    # ...and the COCO dataset's VOC score is the offset-0 metric's.
+    ours = VOCMeanAP(coco.class_names, pixel_offset=0)
+    for record, rows in zip(coco.records, detections):
+        pixels = rows[:, 2:] * ([record.width, record.height] * 2)
+        ours.update(pixels[None], rows[None, :, 0], rows[None, :, 1], record.boxes[None],
+                    record.class_ids[None], record.difficult[None])
+    assert voc_scores(coco, detections)["voc07"] == dict(zip(*ours.get()))
+
+
+def test_inclusive_boxes_score_as_continuous_boxes_a_pixel_larger(tiny_voc):
+    # Both metrics: an inclusive box x1..x2 covers the pixels of the continuous x1..x2+1.
+    from zoo.data import VOCDataset
+    from zoo.evaluation import coco_scores, voc_scores
+
+    inclusive = VOCDataset(tiny_voc, "val")
+    detections = near_detections(inclusive, seed=2)
+    continuous = as_continuous(inclusive, one_pixel_more=1)
+    grown = grown_by_a_pixel(inclusive, detections)
+    for name, values in voc_scores(inclusive, detections).items():
+        np.testing.assert_allclose(list(values.values()),
+                                   list(voc_scores(continuous, grown)[name].values()),
+                                   rtol=0, atol=1e-9)
+    np.testing.assert_allclose(list(coco_scores(inclusive, detections).values()),
+                               list(coco_scores(continuous, grown).values()), rtol=0, atol=1e-9)
+    ungrown = as_continuous(inclusive, one_pixel_more=0)
+    assert coco_scores(ungrown, detections)["AP"] != \
+        pytest.approx(coco_scores(inclusive, detections)["AP"], abs=1e-3)
+
+
+def test_coco_scores_of_a_continuous_dataset_equal_pycocotools(tiny_voc):
+    from pycocotools.coco import COCO
+    from pycocotools.cocoeval import COCOeval
+
+    from zoo.data import VOCDataset
+    from zoo.evaluation import coco_scores
+
+    dataset = as_continuous(VOCDataset(tiny_voc, "val"), one_pixel_more=0)
+    detections = near_detections(dataset, seed=3, jitter=3)
+    gt, results = COCO(), []
+    gt.dataset = {"images": [], "annotations": [], "categories": [
+        {"id": i + 1, "name": name} for i, name in enumerate(dataset.class_names)]}
+    for image_id, (record, rows) in enumerate(zip(dataset.records, detections)):
+        gt.dataset["images"].append({"id": image_id, "width": record.width,
+                                     "height": record.height})
+        for (x1, y1, x2, y2), class_id, difficult in zip(record.boxes.tolist(),
+                                                         record.class_ids, record.difficult):
+            gt.dataset["annotations"].append({
+                "id": len(gt.dataset["annotations"]) + 1, "image_id": image_id,
+                "category_id": int(class_id) + 1, "bbox": [x1, y1, x2 - x1, y2 - y1],
+                "area": (x2 - x1) * (y2 - y1), "iscrowd": int(difficult)})
+        for class_id, score, x1, y1, x2, y2 in rows * ([1, 1] + [record.width, record.height] * 2):
+            results.append({"image_id": image_id, "category_id": int(class_id) + 1,
+                            "score": score, "bbox": [x1, y1, x2 - x1, y2 - y1]})
+    gt.createIndex()
+    evaluator = COCOeval(gt, gt.loadRes(results), "bbox")
+    evaluator.evaluate()
+    evaluator.accumulate()
+    evaluator.summarize()
+    ours = coco_scores(dataset, detections)
+    assert 0.1 < ours["AP"] < 0.9
+    np.testing.assert_allclose(list(ours.values()), evaluator.stats, rtol=0, atol=1e-9)
+
+
+def test_packed_datasets_keep_their_convention(tiny_voc, tmp_path):
+    from zoo.data import DetectionDataset, LstDataset, RecordDataset, VOCDataset
+    from zoo.data.recordio import write_record_files
+
+    voc = VOCDataset(tiny_voc, "val")
+    prefix = str(tmp_path / "voc")
+    write_record_files(voc, prefix)
+    with open(prefix + ".box_convention.txt") as stream:
+        assert stream.read() == "inclusive\n"
+    images = os.path.join(tiny_voc, "JPEGImages")
+    assert LstDataset(prefix + ".lst", image_root=images).box_convention == "inclusive"
+    assert RecordDataset(prefix + ".rec").box_convention == "inclusive"
+    write_record_files(DetectionDataset(voc.records, voc.class_names), str(tmp_path / "coco"))
+    assert RecordDataset(str(tmp_path / "coco.rec")).box_convention == "continuous"
+    os.remove(prefix + ".box_convention.txt")  # as packed by other tools: im2rec's reading
+    assert RecordDataset(prefix + ".rec").box_convention == "continuous"

@@ -209,11 +209,11 @@ def test_demo_draws_the_detections_it_returns(shapes, trained, tmp_path):
 def test_quantize_writes_an_int8_artifact(shapes, trained, tmp_path):
     output = str(tmp_path / "int8")
     result = quantize(QuantizeOptions(checkpoint=trained, data_root=shapes, batch_size=4,
-                                      calib_batches=1, output=output, exclude=("no_such",)))
+                                      calib_batches=1, output=output, exclude=("conv1",)))
     calibration = result.precision["calibration"]
     assert result.prefix == output and result.precision["dtype"] == "int8"
     assert calibration["mode"] == "naive" and calibration["images"] == 4
-    assert calibration["excluded"] == ["no_such"] and calibration["int8_layers"] > 0
+    assert calibration["excluded"] == ["conv1"] and calibration["int8_layers"] > 0
     loaded = artifact.load(output)
     assert loaded.is_int8 and loaded.precision == result.precision
     with pytest.raises(artifact.ArtifactError, match="already int8"):

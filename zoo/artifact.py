@@ -30,6 +30,7 @@ import numpy as np
 from . import __version__, deploy
 from .config import load_config
 from .engine.module_adapter import OptimizerState
+from .errors import ConfigError
 from .model import DetectionModel, build_model
 from .registry import get_config
 
@@ -90,13 +91,20 @@ class Artifact:
 # Writing
 
 def atomic_write(path, write):
-    """Call ``write(temporary_path)``, flush it to disk, then rename it to ``path``."""
+    """Call ``write(temporary_path)``, flush it to disk, then rename it to ``path``; a file
+    system that refuses (disk full, no permission) is an :class:`ArtifactError` naming
+    ``path``, and ``path`` is then as it was."""
     temporary = "%s.tmp-%d" % (path, os.getpid())
     try:
         write(temporary)
         with open(temporary, "rb") as stream:
             os.fsync(stream.fileno())
         os.replace(temporary, path)
+    except OSError as err:
+        raise ArtifactError("%s: cannot be written (%s)" % (path, err.strerror or err)) from None
+    except mx.base.MXNetError as err:
+        # mx.nd.save reports a failed write as an MXNetError.
+        raise ArtifactError("%s: cannot be written (%s)" % (path, _summary(err))) from None
     finally:
         if os.path.exists(temporary):
             os.remove(temporary)
@@ -146,20 +154,26 @@ def save(prefix, epoch, model, arg_params, aux_params, *, symbol=None, precision
     if precision.get("dtype") not in ("fp32", "int8"):
         raise ValueError("precision %r: its dtype must be 'fp32' or 'int8'" % (precision,))
     files = epoch_files(prefix, epoch)
+    os.makedirs(os.path.dirname(os.path.abspath(prefix)), exist_ok=True)
     # Rewriting an epoch: it is incomplete until its new metadata is written.
     _remove(files.meta)
     symbol = deploy.fuse(model.symbol()) if symbol is None else symbol
-    atomic_write(symbol_path(prefix), _write_bytes(symbol.tojson().encode()))
     arrays = {"arg:" + k: v.as_in_context(mx.cpu()) for k, v in arg_params.items()}
     arrays.update({"aux:" + k: v.as_in_context(mx.cpu()) for k, v in aux_params.items()})
-    atomic_write(files.params, lambda path: mx.nd.save(path, arrays))
-    _save_optimizer_state(files, optimizer_state)
     config = model.config
-    meta = {"format": FORMAT_VERSION, "zoo_version": __version__, "epoch": epoch,
-            "config": config, "class_names": class_names(config),
-            "preprocessing": model.preprocessing(), "precision": precision, "best": best,
-            "params_sha256": _sha256(files.params), "training": training}
-    atomic_write(files.meta, _write_json(meta))
+    try:
+        atomic_write(symbol_path(prefix), _write_bytes(symbol.tojson().encode()))
+        atomic_write(files.params, lambda path: mx.nd.save(path, arrays))
+        _save_optimizer_state(files, optimizer_state)
+        meta = {"format": FORMAT_VERSION, "zoo_version": __version__, "epoch": epoch,
+                "config": config, "class_names": class_names(config),
+                "preprocessing": model.preprocessing(), "precision": precision,
+                "best": best, "params_sha256": _sha256(files.params), "training": training}
+        atomic_write(files.meta, _write_json(meta))
+    except ArtifactError:
+        # An incomplete epoch is never loaded: give its space back (the disk may be full).
+        _remove(files.params, files.states, files.states_meta)
+        raise
     return files.meta
 
 
@@ -244,7 +258,8 @@ def _read_json(path):
 
 def _check_format(path, meta, prefix, fields):
     if "format" not in meta and "network" in meta:
-        raise ArtifactError("%s is a format-1 checkpoint; convert it with: zoo convert %s"
+        raise ArtifactError("%s is a format-1 checkpoint; convert it with: zoo convert "
+                            "--checkpoint %s"
                             % (path, prefix))
     if meta.get("format") != FORMAT_VERSION:
         raise ArtifactError("%s: artifact format %r; zoo %s reads format %d"
@@ -255,12 +270,49 @@ def _check_format(path, meta, prefix, fields):
 
 
 def read_meta(prefix, epoch):
-    """The metadata of epoch ``epoch`` (format checked), without loading anything else."""
+    """The metadata of epoch ``epoch`` (format and field types checked), without loading
+    anything else."""
     path = epoch_files(prefix, epoch).meta
+    if not os.path.exists(path):
+        raise ArtifactError("%s: no epoch %d (complete epochs: %s)" % (
+            prefix, epoch, ", ".join(map(str, epochs(prefix))) or "none"))
     meta = _read_json(path)
     _check_format(path, meta, prefix, ("epoch", "config", "class_names", "preprocessing",
                                        "precision", "params_sha256"))
+    _check_meta(path, meta, epoch)
     return meta
+
+
+def _is_names(value):
+    return isinstance(value, list) and all(isinstance(name, str) for name in value)
+
+
+def _check_meta(path, meta, epoch):
+    """Refuse metadata whose fields have the wrong type (a hand-edited or damaged file)."""
+    precision, best = meta["precision"], meta["best"] if "best" in meta else None
+    checks = [
+        ("epoch", meta["epoch"] == epoch and type(meta["epoch"]) is int, "%d" % epoch),
+        ("config", isinstance(meta["config"], dict), "an object"),
+        ("class_names", _is_names(meta["class_names"]) and len(meta["class_names"]) > 0,
+         "a list of class names"),
+        ("preprocessing", isinstance(meta["preprocessing"], dict)
+         and {"mean", "std", "data_shape"} <= set(meta["preprocessing"]),
+         "an object with mean, std and data_shape"),
+        ("precision", isinstance(precision, dict) and precision.get("dtype") in ("fp32", "int8"),
+         "an object whose dtype is 'fp32' or 'int8'"),
+        ("params_sha256", isinstance(meta["params_sha256"], str)
+         and re.fullmatch(r"[0-9a-f]{64}", meta["params_sha256"]) is not None,
+         "64 hexadecimal digits"),
+        ("best", best is None or (isinstance(best, dict) and type(best.get("epoch")) is int),
+         "null or an object with an integer epoch")]
+    for field, good, expected in checks:
+        if not good:
+            raise ArtifactError("%s: %s = %s: expected %s" % (
+                path, field, _shorten(json.dumps(meta[field])), expected))
+
+
+def _shorten(text, limit=60):
+    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 def _read_arrays(path, sha256, record):
@@ -321,10 +373,22 @@ def load(prefix, epoch=None, ctx=None):
     ctx = ctx or mx.cpu()
     arg_params = {k: v.as_in_context(ctx) for k, v in arg_params.items()}
     aux_params = {k: v.as_in_context(ctx) for k, v in aux_params.items()}
-    model = build_model(meta["config"])
+    model = _stored_model(files.meta, meta)
     model.arg_params, model.aux_params = arg_params, aux_params
     return Artifact(prefix=prefix, epoch=epoch, model=model, symbol=symbol,
                     arg_params=arg_params, aux_params=aux_params, meta=meta)
+
+
+def _stored_model(path, meta):
+    """The model of the config ``meta`` stores, whose classes must be its class names."""
+    try:
+        model = build_model(meta["config"])
+    except ConfigError as err:
+        raise ArtifactError("%s: its stored config is refused: %s" % (path, err)) from None
+    if class_names(model.config) != meta["class_names"]:
+        raise ArtifactError("%s: class_names %s are not its config's %s" % (
+            path, _shorten(json.dumps(meta["class_names"])), class_names(model.config)))
+    return model
 
 
 def load_optimizer_state(prefix, epoch):

@@ -2,7 +2,7 @@
 every supported data shape, one table row per build."""
 import os
 
-from .config import load_config, resolve
+from .config import load_config, validate
 from .errors import ConfigError
 from .model import build_model
 from .registry import configs_dir, list_models
@@ -14,8 +14,8 @@ COLUMNS = ("model", "input", "trainable params", "params MB", "feature maps (HxW
 def check_config(raw):
     """Rows for every supported shape of one raw config; raises ConfigError on the first fault."""
     rows = []
-    for shape in resolve(raw)["supported_shapes"]:
-        model = build_model(raw, data_shape=shape)
+    for spec in validate(raw):  # every field at every shape, before any graph is built
+        model = build_model(raw, data_shape=spec["data_shape"])
         params = model.num_params()
         maps, anchors = model.describe()
         side = "x".join(str(s) for s in model.input_shapes()["data"][2:])

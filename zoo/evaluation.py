@@ -1,8 +1,15 @@
 """Running a detector over a dataset and scoring it: VOC07 11-point and area mAP,
-COCO AP through pycocotools."""
+COCO AP through pycocotools.
+
+Both metrics measure boxes by the dataset's ``box_convention``
+(:mod:`zoo.data.conventions`): inclusive corners (Pascal VOC) are ``x2 - x1 + 1``
+pixels wide, continuous ones (COCO) ``x2 - x1``. Detections are read in the same
+convention, since the model learnt its boxes from that dataset's ground truth.
+"""
 import numpy as np
 
 from .data import DetectionLoader, ValTransform
+from .data.conventions import pixel_offset
 from .deploy import Predictor
 from .metrics import VOCMeanAP, coco_detections, coco_eval, coco_ground_truth
 
@@ -47,10 +54,27 @@ def in_pixels(detections, record):
     return scaled
 
 
+def check_one_per_image(dataset, detections):
+    """ValueError unless there is one detection array per image of ``dataset``."""
+    if len(detections) != len(dataset.records):
+        raise ValueError("%d detection arrays for the %d images of %r: expected one per image"
+                         % (len(detections), len(dataset.records), dataset))
+
+
 def voc_scores(dataset, detections):
-    """``{"voc07": {...}, "voc_area": {...}}``: per-class AP and ``mAP`` for each metric."""
-    metrics = {"voc07": VOCMeanAP(dataset.class_names, use_07_metric=True),
-               "voc_area": VOCMeanAP(dataset.class_names, use_07_metric=False)}
+    """``{"voc07": {...}, "voc_area": {...}}``: per-class AP and ``mAP`` for each metric.
+
+    ``detections[i]`` are image ``i``'s rows ``[class, score, x1, y1, x2, y2]`` normalised
+    to the image (as :func:`predict` returns them). Boxes are measured by the dataset's
+    box convention (+1 pixel for inclusive ones); ties are broken as
+    :class:`zoo.metrics.VOCMeanAP` documents (GluonCV's order).
+    """
+    check_one_per_image(dataset, detections)
+    offset = pixel_offset(dataset.box_convention)
+    metrics = {"voc07": VOCMeanAP(dataset.class_names, use_07_metric=True,
+                                  pixel_offset=offset),
+               "voc_area": VOCMeanAP(dataset.class_names, use_07_metric=False,
+                                     pixel_offset=offset)}
     for record, found in zip(dataset.records, detections):
         found = in_pixels(found, record)
         inputs = (found[None, :, 2:6], found[None, :, 0], found[None, :, 1],
@@ -63,11 +87,19 @@ def voc_scores(dataset, detections):
 
 
 def coco_scores(dataset, detections, results_json=None):
-    """COCO AP, AP50, AP75, ... (difficult objects count as crowd regions)."""
-    ground_truth = coco_ground_truth(dataset.records, dataset.class_names)
+    """COCO AP, AP50, AP75, ... (difficult objects count as crowd regions).
+
+    Ground truth and detections (as for :func:`voc_scores`) become COCO boxes by the
+    dataset's box convention: an inclusive box ``x1..x2`` is ``x2 - x1 + 1`` wide, so
+    both metrics see the same pixels. Ties keep pycocotools' order (listing order).
+    """
+    check_one_per_image(dataset, detections)
+    offset = pixel_offset(dataset.box_convention)
+    ground_truth = coco_ground_truth(dataset.records, dataset.class_names, pixel_offset=offset)
     found = []
     for image_id, (record, rows) in enumerate(zip(dataset.records, detections)):
-        found.extend(coco_detections(image_id, rows, record.width, record.height))
+        found.extend(coco_detections(image_id, rows, record.width, record.height,
+                                     pixel_offset=offset))
     return coco_eval(ground_truth, found, results_json=results_json)
 
 

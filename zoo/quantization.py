@@ -14,6 +14,7 @@ from mxnet.contrib import quantization
 
 from .data import DetectionLoader
 from .deploy import MKLDNN, mkldnn_available
+from .errors import OptionsError
 from .evaluation import val_transform
 
 CALIB_MODES = ("naive", "entropy")
@@ -51,10 +52,16 @@ def quantize(symbol, arg_params, aux_params, calib_data, calib_mode="naive",
     fp32 besides :data:`FP32_OPERATORS`.
     """
     if calib_mode not in CALIB_MODES:
-        raise ValueError("calibration mode must be one of %s, not %r"
+        raise OptionsError("calibration mode must be one of %s, not %r"
                          % (", ".join(CALIB_MODES), calib_mode))
     if not mkldnn_available():
         raise RuntimeError("int8 inference needs MXNet built with %s" % MKLDNN)
+    layers = [node["name"] for node in json.loads(symbol.tojson())["nodes"]
+              if node["op"] != "null"]
+    unknown = [name for name in excluded_layers if name not in layers]
+    if unknown:
+        raise OptionsError("excluded layer %r is not in the graph (whose layers are %s, ...)"
+                           % (unknown[0], ", ".join(layers[:5])))
     data_names = [desc.name for desc in calib_data.provide_data]
     return quantization.quantize_model_mkldnn(
         symbol, arg_params, aux_params, data_names=data_names, label_names=None,

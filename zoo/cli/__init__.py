@@ -2,17 +2,23 @@
 
 Each command is a module of this package with ``add_arguments(parser)`` and
 ``run(args) -> int``: ``run`` turns the flags into a job's options and calls the library
-(:mod:`zoo.jobs`). A user error (bad config, data, artifact, missing file, diverged
-training) prints one line ``zoo COMMAND: error: ...`` and exits 1; a bad flag is argparse's
-usage error (exit 2).
+(:mod:`zoo.jobs`). Every failure a user can cause is one line on stderr, no traceback:
+
+- a bad flag value or a missing flag: ``zoo COMMAND: error: argument --flag: ...``, exit 2;
+- a bad config, dataset, artifact or option, a file that cannot be read or written (disk
+  full, no permission), a diverged training: ``zoo COMMAND: error: ...``, exit 1;
+- SIGINT or SIGTERM: training stops at a batch boundary and names its last complete
+  checkpoint; exit 130 (SIGINT) or 143 (SIGTERM), as a shell reports a killed command.
+
+Anything else is a bug and keeps its traceback.
 """
-import argparse
 import importlib
 import logging
+import signal
 import sys
 
 from ..jobs import LOG_FORMAT
-from .common import HelpFormatter
+from .common import HelpFormatter, Parser
 
 COMMANDS = {
     # name: (module of this package, one-line summary)
@@ -53,7 +59,7 @@ def build_parser(command=None):
     """The parser of every command; only ``command``'s flags are declared (importing one
     command's module only)."""
     from .. import __version__
-    parser = argparse.ArgumentParser(prog="zoo", description=__doc__.splitlines()[0])
+    parser = Parser(prog="zoo", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version="zoo %s" % __version__)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, (_, summary) in COMMANDS.items():
@@ -75,15 +81,36 @@ def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
     # The top-level parser has no flag taking a value: the first word is the command.
     command = next((word for word in argv if not word.startswith("-")), None)
-    args = build_parser(command if command in COMMANDS else None).parse_args(argv)
+    parser = build_parser(command if command in COMMANDS else None)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        # argparse would blame the top-level parser ("zoo: error:"); the command owns them.
+        parser.exit(2, "zoo %s: error: unrecognized arguments: %s\n"
+                    % (args.command, " ".join(unknown)))
     logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
     try:
         return command_module(args.command).run(args)
     except user_errors() as err:
-        print("zoo %s: error: %s" % (args.command, one_line(err)), file=sys.stderr)
-        return 1
+        return report(args.command, one_line(err), getattr(err, "exit_status", 1))
+    except OSError as err:
+        # The file system or the network refused (disk full, no permission, ...).
+        return report(args.command, one_line(err), 1)
+    except KeyboardInterrupt:
+        # Outside the training loop (which stops cleanly itself): nothing half-written is
+        # kept, artifacts are written atomically.
+        return report(args.command, "interrupted by SIGINT", 128 + signal.SIGINT)
+
+
+def report(command, message, status):
+    print("zoo %s: error: %s" % (command, message), file=sys.stderr)
+    return status
 
 
 def one_line(err):
-    """The error's message on one line, whatever line breaks a library put in it."""
-    return " ".join(str(err).split())
+    """The error's message on one line, whatever line breaks a library put in it; an
+    operating-system error as ``PATH: what failed``."""
+    if isinstance(err, OSError) and err.strerror and err.filename is not None:
+        text = "%s: %s" % (err.filename, err.strerror)
+    else:
+        text = str(err)
+    return " ".join(text.split())

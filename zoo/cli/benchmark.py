@@ -28,7 +28,7 @@ def add_arguments(p):
     source.add_argument("--checkpoint", metavar="PREFIX",
                         help="artifact prefix (fp32 or int8), run with its own graph, "
                              "parameters and data shape")
-    p.add_argument("--epoch", type=positive_int, default=None,
+    p.add_argument("--epoch", type=nonnegative_int, default=None,
                    help="epoch of --checkpoint (default: the best validated one, else the "
                         "newest)")
     p.add_argument("--data-shape", type=positive_int, default=None,

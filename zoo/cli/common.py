@@ -12,6 +12,14 @@ from ..data.factory import KINDS
 CTX_PATTERN = re.compile(r"cpu|gpu\d+(,\d+)*")
 
 
+class Parser(argparse.ArgumentParser):
+    """A parser whose usage errors are one line, ``zoo COMMAND: error: ...`` naming the
+    flag (``--help`` shows the usage), exit status 2."""
+
+    def error(self, message):
+        self.exit(2, "%s: error: %s\n" % (self.prog, " ".join(message.split())))
+
+
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter,
                     argparse.RawDescriptionHelpFormatter):
     """Keeps the description's examples as written and shows each flag's true default,
@@ -89,8 +97,20 @@ def regex(value):
 
 
 def ctx(value):
+    """``cpu`` or ``gpuN[,M...]`` naming GPUs this MXNet sees."""
     if not CTX_PATTERN.fullmatch(value):
         raise argparse.ArgumentTypeError("must be 'cpu' or 'gpuN[,M...]', got %r" % value)
+    if value == "cpu":
+        return value
+    import mxnet as mx
+    available = mx.context.num_gpus()
+    missing = [i for i in map(int, value[3:].split(",")) if i >= available]
+    if missing:
+        seen = ("sees no GPU (a CPU-only build, or no driver)" if not available else
+                "sees %d GPU%s (gpu0 to gpu%d)" % (available, "s" if available > 1 else "",
+                                                    available - 1))
+        raise argparse.ArgumentTypeError("must name GPUs this machine has, got %r: MXNet %s"
+                                         % (value, seen))
     return value
 
 
@@ -105,7 +125,7 @@ def network(value):
 
 def add_checkpoint_flags(parser, what, epoch_default="the best validated one, else the newest"):
     parser.add_argument("--checkpoint", required=True, metavar="PREFIX", help=what)
-    parser.add_argument("--epoch", type=positive_int, default=None,
+    parser.add_argument("--epoch", type=nonnegative_int, default=None,
                         help="epoch to load (default: %s)" % epoch_default)
 
 
@@ -126,6 +146,24 @@ def add_dataset_flags(parser, splits, root_required=False):
     parser.add_argument("--skip-bad", action="store_true",
                         help="skip bad annotations/images with a warning instead of stopping")
     add_data_threads_flag(parser)
+
+
+def class_pair(value):
+    """``DATASET_CLASS=ARTIFACT_CLASS``."""
+    dataset_class, equals, artifact_class = value.partition("=")
+    if not (equals and dataset_class.strip() and artifact_class.strip()):
+        raise argparse.ArgumentTypeError("must be comma-separated DATASET_CLASS=ARTIFACT_CLASS "
+                                         "pairs, got %r" % value)
+    return dataset_class.strip(), artifact_class.strip()
+
+
+def add_class_map_flag(parser):
+    parser.add_argument(
+        "--class-map", type=comma_list(class_pair), default=None, metavar="DATA=ARTIFACT,...",
+        help="score a dataset of some of the artifact's classes, or renamed ones: each dataset "
+             "class is the artifact class of the same name unless mapped here, e.g. "
+             "'car=automobile' ('' for names only); detections of the artifact's other classes "
+             "are dropped (default: the dataset's classes must be the artifact's, in order)")
 
 
 def add_data_threads_flag(parser):

@@ -5,14 +5,15 @@ Example:
         --data-root output/shapes --split val
 """
 from ..jobs.evaluate import EvalOptions, evaluate, format_table
-from .common import (add_batch_flag, add_checkpoint_flags, add_dataset_flags,
-                     add_progress_flag, options_from)
+from .common import (add_batch_flag, add_checkpoint_flags, add_class_map_flag,
+                     add_dataset_flags, add_progress_flag, options_from)
 
 
 def add_arguments(p):
     add_checkpoint_flags(p, "artifact prefix (fp32, or int8 from `zoo quantize`)")
     add_dataset_flags(p, {"--split": ("val", "split to score")}, root_required=True)
     add_batch_flag(p, 8)
+    add_class_map_flag(p)
     p.add_argument("--output", default=None,
                    help="results JSON (default: <checkpoint>-eval-<split>.json)")
     add_progress_flag(p)

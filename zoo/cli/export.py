@@ -6,7 +6,7 @@ Examples:
     zoo export --network ssd_resnet50 --data-shape 512 --output out/ssd_resnet50
 """
 from ..jobs.export import ExportOptions, export
-from .common import network, options_from, positive_int
+from .common import network, nonnegative_int, options_from, positive_int
 
 
 def add_arguments(p):
@@ -14,7 +14,7 @@ def add_arguments(p):
     source.add_argument("--checkpoint", metavar="PREFIX", help="artifact prefix")
     source.add_argument("--network", type=network,
                         help="registered model name or YAML config path")
-    p.add_argument("--epoch", type=positive_int, default=None,
+    p.add_argument("--epoch", type=nonnegative_int, default=None,
                    help="epoch of --checkpoint (default: the best validated one, else the "
                         "newest)")
     p.add_argument("--data-shape", type=positive_int, default=None,

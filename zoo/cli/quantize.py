@@ -8,8 +8,8 @@ Example:
 """
 from ..jobs.quantize import QuantizeOptions, quantize
 from ..quantization import CALIB_MODES
-from .common import (add_batch_flag, add_checkpoint_flags, add_dataset_flags, comma_list,
-                     options_from, positive_int)
+from .common import (add_batch_flag, add_checkpoint_flags, add_class_map_flag,
+                     add_dataset_flags, comma_list, options_from, positive_int)
 
 
 def add_arguments(p):
@@ -21,6 +21,7 @@ def add_arguments(p):
     p.add_argument("--calib-batches", type=positive_int, default=5,
                    help="batches of the split that calibrate")
     add_batch_flag(p, 8)
+    add_class_map_flag(p)
     p.add_argument("--exclude", type=comma_list(str), default=(),
                    help="comma-separated layer names to keep in fp32 besides the defaults")
     p.add_argument("--output", default=None, help="output prefix (default: <checkpoint>-int8)")

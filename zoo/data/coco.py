@@ -13,7 +13,7 @@ import os
 from pycocotools.coco import COCO
 
 from ..validate import is_number
-from .dataset import DetectionDataset
+from .dataset import DetectionDataset, check_image_size, contained_path
 from .images import check_image_file
 from .records import SkipPolicy, data_error, make_record
 
@@ -33,6 +33,7 @@ class COCODataset(DetectionDataset):
 
     def __init__(self, annotation_json, image_dir, skip_bad=False):
         self.annotation_json, self.image_dir = annotation_json, image_dir
+        self.source = annotation_json
         data = load_json(annotation_json)
         categories = parse_categories(data, annotation_json)
         self.category_ids = [category_id for category_id, _ in categories]
@@ -56,10 +57,10 @@ class COCODataset(DetectionDataset):
             class_ids.append(self._class_id(ann, source))
             boxes.append(corner_box(ann, source))
             difficult.append(crowd_flag(ann, source))
-        path = os.path.join(self.image_dir, entry["file_name"])
+        path = contained_path(self.image_dir, entry["file_name"], source, "file_name")
         record = make_record(source, path, entry["width"], entry["height"], boxes, class_ids,
                              difficult, key=image_id)
-        check_image_file(path)
+        check_image_size(*check_image_file(path)[1:], record, path)
         return record
 
     def _class_id(self, ann, source):

@@ -1,6 +1,10 @@
 """The dataset interface shared by every reader."""
+import os
+from concurrent.futures import ThreadPoolExecutor
+
+from .conventions import CONTINUOUS, check_box_convention
 from .images import read_image
-from .records import data_error
+from .records import SkipPolicy, data_error
 
 
 class DetectionDataset:
@@ -9,12 +13,17 @@ class DetectionDataset:
     ``records`` holds every image's annotations (so evaluation needs no
     decoding); ``dataset[i]`` decodes image ``i`` and returns ``(image,
     label)``: an HxWx3 uint8 RGB array and an (M, 6) float32 label
-    ``[class_id, x1, y1, x2, y2, difficult]`` in pixels.
+    ``[class_id, x1, y1, x2, y2, difficult]`` in pixels. ``box_convention`` says
+    what the corners mean (see :mod:`zoo.data.conventions`).
     """
 
-    def __init__(self, records, class_names):
+    source = None
+    """What names the dataset in skip warnings (its list or annotation file); readers set it."""
+
+    def __init__(self, records, class_names, box_convention=CONTINUOUS):
         self.records = records
         self.class_names = list(class_names)
+        self.box_convention = check_box_convention(box_convention)
 
     def __len__(self):
         return len(self.records)
@@ -28,6 +37,31 @@ class DetectionDataset:
     def image_path(self, index):
         """The image file of item ``index``."""
         return self.records[index].path
+
+    def verify(self, skip_bad=False, num_workers=None):
+        """Decode every image once, as ``dataset[i]`` does (size against the annotation,
+        pixel limit, any damage libjpeg notices), so that a bad image is found before
+        training starts rather than after an epoch. Raises the first :class:`DataError`;
+        with ``skip_bad`` drops every bad image from the dataset, warns once with the count
+        and the first reason, and returns the number dropped."""
+        with ThreadPoolExecutor(num_workers or os.cpu_count() or 1) as pool:
+            checks = [pool.submit(self._check_item, index) for index in range(len(self))]
+            policy = SkipPolicy(skip_bad, self.source or repr(self))
+            keep = policy.parse_each(checks, lambda check: check.result())
+        dropped = len(self) - len(keep)
+        if dropped:
+            self._keep_items(keep)
+        policy.finish(keep)
+        return dropped
+
+    def _check_item(self, index):
+        """Decode item ``index`` (the pixels are dropped at once); returns the index."""
+        self[index]
+        return index
+
+    def _keep_items(self, indices):
+        """Keep only the items at ``indices``, in order."""
+        self.records = [self.records[index] for index in indices]
 
     @property
     def image_ids(self):
@@ -45,6 +79,21 @@ def check_image_size(width, height, record, source):
     if (width, height) != (record.width, record.height):
         raise data_error(source, "image is %dx%d but its annotation says %dx%d"
                          % (width, height, record.width, record.height))
+
+
+def contained_path(root, entry, source, what):
+    """``root/entry``, normalised; :class:`DataError` naming ``source`` and the entry if it
+    is absolute or climbs out of ``root`` with ``..``. The check is on the path as written,
+    not on where symbolic links lead, so a folder the dataset's owner linked in (images on
+    another disk) still reads."""
+    if os.path.isabs(entry):
+        raise data_error(source, "%s %r is an absolute path; it must be relative to %s"
+                         % (what, entry, root))
+    base = os.path.abspath(root)
+    path = os.path.normpath(os.path.join(base, entry))
+    if os.path.commonpath([base, path]) != base:
+        raise data_error(source, "%s %r climbs out of %s" % (what, entry, root))
+    return os.path.normpath(os.path.join(root, entry))
 
 
 def read_class_names(path):

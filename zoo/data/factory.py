@@ -23,7 +23,7 @@ def open_dataset(kind, root, split, skip_bad=False):
         return COCODataset(os.path.join(root, "annotations", "instances_%s.json" % split),
                            os.path.join(root, split), skip_bad=skip_bad)
     if kind == "rec":
-        return RecordDataset(os.path.join(root, split + ".rec"))
+        return RecordDataset(os.path.join(root, split + ".rec"), skip_bad=skip_bad)
     if kind == "lst":
         return LstDataset(os.path.join(root, split + ".lst"), root, skip_bad=skip_bad)
     raise ValueError("unknown dataset kind %r; choose one of %s" % (kind, ", ".join(KINDS)))

@@ -8,6 +8,7 @@ matter how many workers prepare them or in which order they finish.
 import collections
 import os
 import threading
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -15,6 +16,8 @@ import numpy as np
 from ..errors import DataError
 
 LAST_BATCH_MODES = ("discard", "keep", "pad")
+MAX_REPLACEMENTS = 32
+"""How many items after a bad one ``skip_bad`` tries before it gives up on the epoch."""
 
 
 class Batch(tuple):
@@ -56,13 +59,21 @@ class DetectionLoader:
     the label's M (a sample with more objects is an error); None pads each
     batch to its own largest sample.
 
+    A :class:`DataError` from the dataset (an image that does not decode, or is
+    not the size its annotation states) stops the epoch, unless ``skip_bad``:
+    then the bad item is replaced by the next readable item of the epoch's
+    order, with augmentation drawn from its own key, so batches keep their
+    shape and a resumed epoch is the same as an uninterrupted one. At the end
+    of the epoch one warning gives the count and the first reason;
+    ``last_skipped`` maps each bad item's index to its reason.
+
     ``iter(loader)`` runs the next epoch (0, 1, ...; :meth:`set_epoch` moves
     it, e.g. when resuming); :meth:`epoch` runs a given epoch.
     """
 
     def __init__(self, dataset, batch_size, transform, shuffle=True, seed=0, num_workers=None,
                  max_objects=None, last_batch="discard", num_shards=1, shard_index=0,
-                 prefetch=3):
+                 prefetch=3, skip_bad=False):
         if last_batch not in LAST_BATCH_MODES:
             raise ValueError("last_batch must be one of %s, not %r"
                              % (", ".join(LAST_BATCH_MODES), last_batch))
@@ -75,6 +86,7 @@ class DetectionLoader:
         self.num_workers = num_workers or os.cpu_count() or 1
         self.max_objects, self.last_batch, self.prefetch = max_objects, last_batch, prefetch
         self.num_shards, self.shard_index = num_shards, shard_index
+        self.skip_bad, self.last_skipped = skip_bad, {}
         self.next_epoch = 0
 
     def set_epoch(self, epoch):
@@ -99,9 +111,9 @@ class DetectionLoader:
         per_shard = size // self.num_shards
         return order[:per_shard * self.num_shards][self.shard_index::self.num_shards]
 
-    def batch_indices(self, epoch):
+    def batch_indices(self, epoch, order=None):
         """``(indices, pad)`` of every batch of ``epoch``, following ``last_batch``."""
-        order = self.sample_order(epoch)
+        order = self.sample_order(epoch) if order is None else order
         batches = []
         for start in range(0, len(order), self.batch_size):
             indices = order[start:start + self.batch_size]
@@ -117,8 +129,10 @@ class DetectionLoader:
 
     def epoch(self, epoch):
         """Iterate the batches of ``epoch`` (a :class:`Batch` each)."""
-        batches = collections.deque(self.batch_indices(epoch))
+        order = self.sample_order(epoch)
+        batches = collections.deque(self.batch_indices(epoch, order))
         pending = collections.deque()
+        bad = {}  # dataset index -> reason, filled by the workers
         with ThreadPoolExecutor(self.num_workers, thread_name_prefix="zoo-loader") as pool:
             try:
                 while batches or pending:
@@ -126,7 +140,7 @@ class DetectionLoader:
                         indices, pad = batches.popleft()
                         data = BatchData(len(indices))
                         pending.append((indices, pad, data, [
-                            pool.submit(self.sample_into, data, slot, epoch, index)
+                            pool.submit(self.sample_into, data, slot, epoch, index, order, bad)
                             for slot, index in enumerate(indices)]))
                     indices, pad, data, futures = pending.popleft()
                     labels = [future.result() for future in futures]
@@ -135,15 +149,44 @@ class DetectionLoader:
                 for _, _, _, futures in pending:
                     for future in futures:
                         future.cancel()
+        self.last_skipped = bad
+        if bad:
+            first = min(bad, key=lambda index: position(order, index))
+            warnings.warn("epoch %d: skipped %d bad item%s, each replaced by the next readable "
+                          "one; first: %s" % (epoch, len(bad), "" if len(bad) == 1 else "s",
+                                              bad[first]), stacklevel=2)
 
-    def sample(self, epoch, index):
-        """Item ``index`` of the dataset through the transform, with its own RandomState."""
-        image, label = self.dataset[int(index)]
-        return self.transform(image, label, sample_rng(self.seed, epoch, int(index)))
+    def sample(self, epoch, index, order=None, bad=None):
+        """Item ``index`` of the dataset through the transform, with its own RandomState.
 
-    def sample_into(self, batch_data, slot, epoch, index):
+        With ``skip_bad``, a bad item is recorded in ``bad`` and replaced (see the class)."""
+        index = int(index)
+        try:
+            item, key = self.dataset[index], (index,)
+        except DataError as err:
+            if not self.skip_bad:
+                raise
+            bad.setdefault(index, str(err))
+            replacement, item = self.replacement(index, order, bad)
+            key = (replacement, index)  # not the replacement's own key: no duplicate sample
+        return self.transform(*item, sample_rng(self.seed, epoch, *key))
+
+    def replacement(self, index, order, bad):
+        """``(index, item)`` of the first readable item after ``index`` in ``order``."""
+        start = position(order, index)
+        for step in range(1, min(len(order), MAX_REPLACEMENTS + 1)):
+            candidate = int(order[(start + step) % len(order)])
+            try:
+                return candidate, self.dataset[candidate]
+            except DataError as err:
+                bad.setdefault(candidate, str(err))
+        raise DataError("no readable item among the %d after dataset item %d in the epoch's "
+                        "order; it was skipped as: %s"
+                        % (min(len(order) - 1, MAX_REPLACEMENTS), index, bad[index]))
+
+    def sample_into(self, batch_data, slot, epoch, index, order=None, bad=None):
         """Put item ``index``'s data in ``batch_data`` at ``slot``; returns its label."""
-        data, label = self.sample(epoch, index)
+        data, label = self.sample(epoch, index, order, bad)
         batch_data.put(slot, data)
         return label
 
@@ -166,16 +209,22 @@ class DetectionLoader:
 _thread_rng = threading.local()
 
 
-def sample_rng(seed, epoch, index):
-    """Sample ``index``'s RandomState in ``epoch``: this thread's one, reseeded with
-    ``[seed, epoch, index]``, which gives the stream ``RandomState([seed, epoch, index])``
+def sample_rng(seed, epoch, *key):
+    """Sample ``key``'s RandomState in ``epoch`` (the key is the dataset index, or a
+    replacement's index and the bad item's): this thread's one, reseeded with
+    ``[seed, epoch, *key]``, which gives the stream ``RandomState([seed, epoch, *key])``
     gives. A new RandomState would first seed itself from OS entropy (0.3 ms, holding the
     GIL) only to be reseeded; reseeding alone is 15 times cheaper."""
     rng = getattr(_thread_rng, "rng", None)
     if rng is None:
         rng = _thread_rng.rng = np.random.RandomState()
-    rng.seed([seed, epoch, index])
+    rng.seed([seed, epoch, *key])
     return rng
+
+
+def position(order, index):
+    """Where dataset item ``index`` first comes in an epoch's ``order``."""
+    return int(np.flatnonzero(order == index)[0])
 
 
 class BatchData:

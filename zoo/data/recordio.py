@@ -14,7 +14,8 @@ import mxnet as mx
 import numpy as np
 
 from ..errors import DataError
-from .dataset import (DetectionDataset, check_image_size, read_class_names,
+from .conventions import read_box_convention, write_box_convention
+from .dataset import (DetectionDataset, check_image_size, contained_path, read_class_names,
                       write_class_names)
 from .images import check_image_file, decode_image, image_size, read_image_bytes
 from .records import LABEL_WIDTH, SkipPolicy, data_error, make_record
@@ -80,12 +81,13 @@ def normalised_record(source, path, width, height, label, key):
 class LstDataset(DetectionDataset):
     """Images listed in an MXNet ``.lst`` file (``index<TAB>label...<TAB>path`` per line).
 
-    Paths are relative to ``image_root`` (default: the ``.lst`` file's folder).
-    Image sizes are read from the image headers, so ``records`` are in pixels.
+    Paths are relative to ``image_root`` (default: the ``.lst`` file's folder, as
+    im2rec lists are) and must stay inside it. Image sizes are read from the image
+    headers, so ``records`` are in pixels.
     """
 
     def __init__(self, lst_path, image_root=None, class_names=None, skip_bad=False):
-        self.lst_path = lst_path
+        self.lst_path = self.source = lst_path
         self.image_root = os.path.dirname(lst_path) if image_root is None else image_root
         names = class_names_beside(lst_path, class_names)
         try:
@@ -95,7 +97,7 @@ class LstDataset(DetectionDataset):
             raise data_error(lst_path, "cannot read list: %s" % err)
         policy = SkipPolicy(skip_bad, lst_path)
         records = policy.parse_each(lines, lambda line: self._parse_line(*line, len(names)))
-        super().__init__(policy.finish(records), names)
+        super().__init__(policy.finish(records), names, read_box_convention(lst_path))
 
     def _parse_line(self, number, line, num_classes):
         """The record of one ``.lst`` line, its image file checked."""
@@ -110,10 +112,9 @@ class LstDataset(DetectionDataset):
         except ValueError as err:
             raise data_error(self.lst_path, "not a number: %s" % err, line=number)
         label = decode_label(values, source, num_classes)
-        path = os.path.normpath(os.path.join(self.image_root, fields[-1]))
+        path = contained_path(self.image_root, fields[-1], source, "image path")
         try:
-            check_image_file(path)
-            width, height = image_size(path, path)
+            _, width, height = check_image_file(path)
         except DataError as err:
             raise data_error(source, str(err)) from None
         return normalised_record(source, path, width, height, label, key)
@@ -123,17 +124,21 @@ class RecordDataset(DetectionDataset):
     """Images and labels packed in an indexed RecordIO file (``.rec`` with ``.idx`` beside it).
 
     Items are read on demand; ``records`` reads every label and image header
-    once, on first use. Safe to read from several threads.
+    once, on first use. Safe to read from several threads. With ``skip_bad``, the
+    first use of ``records`` drops the records it cannot read from the dataset (its
+    length changes), with one warning; :meth:`verify` also decodes every image.
     """
 
-    def __init__(self, rec_path, class_names=None):
+    def __init__(self, rec_path, class_names=None, skip_bad=False):
         # records are read lazily, so the base initialiser, which takes them, is not used
-        self.rec_path = rec_path
+        self.rec_path = self.source = rec_path
+        self.skip_bad = skip_bad
         self.idx_path = os.path.splitext(rec_path)[0] + ".idx"
         for path in (rec_path, self.idx_path):
             if not os.path.isfile(path):
                 raise data_error(path, "no such file")
         self.class_names = class_names_beside(rec_path, class_names)
+        self.box_convention = read_box_convention(rec_path)
         self.keys = read_index_keys(self.idx_path)
         self._reader = mx.recordio.MXIndexedRecordIO(self.idx_path, rec_path, "r")
         self._lock = threading.Lock()  # the reader seeks and reads one shared file handle
@@ -153,8 +158,18 @@ class RecordDataset(DetectionDataset):
     def records(self):
         """Every image's record, read from the file (labels and image headers) on first use."""
         if self._records is None:
-            self._records = [self._header_record(index) for index in range(len(self))]
+            policy = SkipPolicy(self.skip_bad, self.rec_path)
+            read = policy.parse_each(range(len(self)),
+                                     lambda index: (index, self._header_record(index)))
+            records = policy.finish([record for _, record in read])
+            self.keys, self._records = [self.keys[index] for index, _ in read], records
         return self._records
+
+    def _keep_items(self, indices):
+        """Keep only the items at ``indices``, in order."""
+        if self._records is not None:
+            self._records = [self._records[index] for index in indices]
+        self.keys = [self.keys[index] for index in indices]
 
     def image_path(self, index):
         """None: the images live inside the record file."""
@@ -201,35 +216,76 @@ def read_index_keys(idx_path):
     return keys
 
 
-def write_record_files(dataset, prefix, progress=None):
+def write_record_files(dataset, prefix, progress=None, image_root=None, skip_bad=False):
     """Write ``PREFIX.lst``, ``PREFIX.rec``, ``PREFIX.idx`` and ``PREFIX.classes.txt``.
 
-    Images are copied byte for byte (no re-encoding); ``.lst`` paths are
-    relative to the ``.lst`` file's folder. Files appear only when complete.
-    ``progress(done, total)`` is called after each image. Returns the number
-    of images and objects written.
+    Images are copied byte for byte (no re-encoding) once they have decoded
+    cleanly at the size their annotation states; a bad one is a :class:`DataError`,
+    or with ``skip_bad`` is left out (one warning with the count). ``.lst`` paths
+    are relative to ``image_root`` (default: the folder holding every image),
+    which :class:`LstDataset` then needs as its ``image_root``. Files appear
+    only when complete: the ``PREFIX.*.part`` files being written are removed
+    when packing fails, and those of a killed run when the next one starts.
+    ``progress(done, total)`` is called after each image. Returns the number of
+    images and objects written.
     """
-    lst_dir = os.path.dirname(os.path.abspath(prefix))
-    os.makedirs(lst_dir, exist_ok=True)
+    records = dataset.records
+    image_root = image_root or os.path.commonpath([os.path.dirname(os.path.abspath(r.path))
+                                                   for r in records])
+    os.makedirs(os.path.dirname(os.path.abspath(prefix)), exist_ok=True)
     temporary = {ext: "%s.%s.part" % (prefix, ext) for ext in ("lst", "rec", "idx")}
-    writer = mx.recordio.MXIndexedRecordIO(temporary["idx"], temporary["rec"], "w")
-    num_objects = 0
-    with open(temporary["lst"], "w", encoding="utf-8") as lst:
-        for index, record in enumerate(dataset.records):
-            data = read_image_bytes(record.path)
-            check_image_size(*image_size(data, record.path), record, record.path)
-            label = encode_label(record)
-            lst.write(lst_line(index, label, os.path.relpath(record.path, lst_dir)))
-            writer.write_idx(index, mx.recordio.pack(mx.recordio.IRHeader(0, label, index, 0),
-                                                     data))
-            num_objects += len(record.class_ids)
-            if progress:
-                progress(index + 1, len(dataset.records))
-    writer.close()
-    for ext, path in temporary.items():
-        os.replace(path, "%s.%s" % (prefix, ext))
+    remove_files(temporary.values())  # a killed run's leftovers
+    policy = SkipPolicy(skip_bad, dataset.source or prefix)
+    try:
+        written = pack(records, image_root, temporary, policy, progress)
+        policy.finish(written)
+        for ext, path in temporary.items():
+            os.replace(path, "%s.%s" % (prefix, ext))
+    finally:
+        remove_files(temporary.values())  # nothing left once they have been renamed
     write_class_names(class_file(prefix), dataset.class_names)
-    return len(dataset.records), num_objects
+    write_box_convention(prefix, dataset.box_convention)
+    return len(written), sum(len(record.class_ids) for record in written)
+
+
+def pack(records, image_root, temporary, policy, progress):
+    """Write the checked images of ``records`` and their labels into the ``temporary``
+    .lst/.rec/.idx files; bad images go to ``policy``. Returns the records written."""
+    written = []
+    writer = mx.recordio.MXIndexedRecordIO(temporary["idx"], temporary["rec"], "w")
+    try:
+        with open(temporary["lst"], "w", encoding="utf-8") as lst:
+            for done, record in enumerate(records, 1):
+                try:
+                    data = checked_image_bytes(record)
+                except DataError as err:
+                    policy.reject(err)
+                else:
+                    index, label = len(written), encode_label(record)
+                    lst.write(lst_line(index, label, os.path.relpath(record.path, image_root)))
+                    writer.write_idx(index, mx.recordio.pack(
+                        mx.recordio.IRHeader(0, label, index, 0), data))
+                    written.append(record)
+                if progress:
+                    progress(done, len(records))
+    finally:
+        writer.close()
+    return written
+
+
+def checked_image_bytes(record):
+    """The bytes of a record's image file, which must decode at the annotated size."""
+    data = read_image_bytes(record.path)
+    image = decode_image(data, record.path)
+    check_image_size(image.shape[1], image.shape[0], record, record.path)
+    return data
+
+
+def remove_files(paths):
+    """Remove those of ``paths`` that exist."""
+    for path in paths:
+        if os.path.exists(path):
+            os.remove(path)
 
 
 def lst_line(index, label, path):

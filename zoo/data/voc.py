@@ -9,7 +9,8 @@ from xml.sax.saxutils import escape
 import defusedxml
 import defusedxml.ElementTree as ElementTree
 
-from .dataset import DetectionDataset, read_class_names
+from .conventions import INCLUSIVE
+from .dataset import DetectionDataset, check_image_size, contained_path, read_class_names
 from .images import check_image_file
 from .records import SkipPolicy, data_error, make_record
 
@@ -42,16 +43,18 @@ class VOCDataset(DetectionDataset):
             ids, source = list(image_set), root
         names = list(class_names) if class_names is not None else default_class_names(root)
         class_index = {name: index for index, name in enumerate(names)}
+        self.source = source
         policy = SkipPolicy(skip_bad, source)
         records = policy.parse_each(ids, lambda image_id: self._load(image_id, class_index))
-        super().__init__(policy.finish(records), names)
+        super().__init__(policy.finish(records), names, INCLUSIVE)
 
     def _load(self, image_id, class_index):
-        """Parse one image's annotation and check its image file."""
+        """Parse one image's annotation and check its image file's header."""
+        contained_path(os.path.join(self.root, "JPEGImages"), image_id, self.source, "image id")
         image_path = os.path.join(self.root, "JPEGImages", image_id + ".jpg")
-        record = parse_annotation(os.path.join(self.root, "Annotations", image_id + ".xml"),
-                                  image_path, class_index, key=image_id)
-        check_image_file(image_path)
+        xml_path = os.path.join(self.root, "Annotations", image_id + ".xml")
+        record = parse_annotation(xml_path, image_path, class_index, key=image_id)
+        check_image_size(*check_image_file(image_path)[1:], record, image_path)
         return record
 
 

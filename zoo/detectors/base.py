@@ -1,24 +1,14 @@
 """The contract every detector architecture implements.
 
-An :class:`Architecture` knows one detector family's config fields (defaults and
-required ones), validates a resolved config against the backbone graph and
-derives the fields the graph builders need, maps config fields to the builders'
+An :class:`Architecture` knows one detector family's config fields (its
+:class:`zoo.schema.Schema`: types, ranges, defaults) and how they relate,
+validates a resolved config against the backbone graph and derives the
+fields the graph builders need, maps config fields to the builders'
 explicit arguments, and turns the training graph's named outputs into losses.
 It holds no state: :data:`zoo.detectors.ARCHITECTURES` keeps one instance per
 ``arch`` name.
 """
 import abc
-import types
-
-from ..preprocessing import MEAN_PIXELS, STD_PIXELS
-
-COMMON_DEFAULTS = types.MappingProxyType({
-    "num_classes": 20,
-    "class_names": None,
-    "mean_pixels": list(MEAN_PIXELS),
-    "std_pixels": list(STD_PIXELS),
-})
-"""Defaults every architecture shares; an architecture's ``defaults`` extend them."""
 
 OUTPUT_SUFFIX = "_output"
 
@@ -33,13 +23,22 @@ class Architecture(abc.ABC):
 
     @property
     @abc.abstractmethod
-    def defaults(self):
-        """Read-only mapping of field defaults (:data:`COMMON_DEFAULTS` included)."""
+    def schema(self):
+        """The :class:`zoo.schema.Schema` declaring this family's config fields."""
 
     @property
-    @abc.abstractmethod
+    def defaults(self):
+        """Read-only mapping of field defaults, from :attr:`schema`."""
+        return self.schema.defaults()
+
+    @property
     def required(self):
-        """Tuple of the fields a config must set."""
+        """Tuple of the fields a config must set, from :attr:`schema`."""
+        return self.schema.required
+
+    def check_fields(self, spec):
+        """Checks relating ``spec``'s fields to each other, after :attr:`schema` validated
+        each field and before any graph is built. Raises :class:`zoo.ConfigError`."""
 
     @property
     @abc.abstractmethod

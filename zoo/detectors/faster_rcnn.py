@@ -4,48 +4,51 @@ losses.
 ``data_shape`` is the short image side; ``max_size`` bounds the long side, so a
 model's reference input is ``data_shape x max_size``.
 """
-import types
-
 import numpy as np
 
 from ..modeling import faster_rcnn as symbols
 
 from ..metrics.arrays import to_numpy
-from ..validate import Checker, check_backbone_layer, is_int, is_number
-from .base import COMMON_DEFAULTS, Architecture
+from ..schema import DERIVED, FRACTION, REQUIRED, Field, Int, List, Number, Schema, Str
+from ..validate import Checker, check_backbone_layer
+from .base import Architecture
 
-DEFAULTS = types.MappingProxyType(dict(
-    COMMON_DEFAULTS,
-    data_shape=600,
-    max_size=1000,
-    batch_images=1,
-    anchor_scales=[2, 4, 8, 16, 32],
-    anchor_ratios=[0.5, 1, 2],
-    rpn_pre_nms_top_n_train=12000,
-    rpn_post_nms_top_n_train=2000,
-    rpn_pre_nms_top_n_test=6000,
-    rpn_post_nms_top_n_test=300,
-    rpn_nms_threshold=0.7,
-    rpn_min_size=16,
-    rpn_batch_size=256,
-    rpn_fg_fraction=0.5,
-    rpn_positive_iou=0.7,
-    rpn_negative_iou=0.3,
-    roi_size=[14, 14],
-    rcnn_batch_rois=128,
-    rcnn_fg_fraction=0.25,
-    rcnn_fg_iou=0.5,
-    box_stds=[0.1, 0.1, 0.2, 0.2],
-    nms_threshold=0.3,
-    score_threshold=0.001,
-    max_detections=100,
-))
-REQUIRED = ("backbone", "rpn_feature", "rpn_stride", "head_stage")
-POSITIVE_INTS = ("num_classes", "max_size", "batch_images", "rpn_pre_nms_top_n_train",
-                 "rpn_post_nms_top_n_train", "rpn_pre_nms_top_n_test", "rpn_post_nms_top_n_test",
-                 "rpn_batch_size", "rcnn_batch_rois", "max_detections", "rpn_stride")
-FRACTIONS = ("rpn_nms_threshold", "rpn_fg_fraction", "rpn_positive_iou", "rpn_negative_iou",
-             "rcnn_fg_fraction", "rcnn_fg_iou", "nms_threshold")
+SCHEMA = Schema("faster_rcnn", [
+    Field("rpn_feature", Str(nonempty=True), REQUIRED,
+          "the RPN's layer: a stage name or an internal layer (checked: deepest at its "
+          "resolution, stride `rpn_stride`)"),
+    Field("rpn_stride", Int(1), REQUIRED, "the stride of `rpn_feature`"),
+    Field("head_stage", Str(nonempty=True), REQUIRED,
+          "the stage that continues from `rpn_feature`, run on every ROI as box head"),
+    Field("max_size", Int(1), 1000,
+          "long-side bound; the reference input is `data_shape x max_size`"),
+    Field("batch_images", Int(1), 1, "images per device batch the samplers expect"),
+    Field("anchor_scales", List(Number(0, low_open=True), distinct=True), [2, 4, 8, 16, 32],
+          "anchor sizes in units of the stride"),
+    Field("anchor_ratios", List(Number(0, low_open=True), distinct=True), [0.5, 1, 2],
+          "anchor aspect ratios"),
+    Field("rpn_pre_nms_top_n_train", Int(1), 12000, "proposals kept before RPN NMS (training)"),
+    Field("rpn_post_nms_top_n_train", Int(1), 2000, "proposals kept after RPN NMS (training)"),
+    Field("rpn_pre_nms_top_n_test", Int(1), 6000, "proposals kept before RPN NMS (inference)"),
+    Field("rpn_post_nms_top_n_test", Int(1), 300, "proposals kept after RPN NMS (inference)"),
+    Field("rpn_nms_threshold", FRACTION, 0.7, "IoU of the RPN's NMS"),
+    Field("rpn_min_size", Int(0), 16, "smallest proposal side in pixels"),
+    Field("rpn_batch_size", Int(1), 256, "anchors sampled per image"),
+    Field("rpn_fg_fraction", FRACTION, 0.5, "largest fraction of positives among them"),
+    Field("rpn_positive_iou", FRACTION, 0.7, "IoU from which an anchor is positive"),
+    Field("rpn_negative_iou", FRACTION, 0.3, "IoU below which an anchor is negative"),
+    Field("roi_size", List(Int(1), length=2, note="[height, width]"), [14, 14],
+          "[height, width] of the pooled ROI features"),
+    Field("rcnn_batch_rois", Int(1), 128, "ROIs sampled per image"),
+    Field("rcnn_fg_fraction", FRACTION, 0.25, "largest fraction of positives among them"),
+    Field("rcnn_fg_iou", FRACTION, 0.5, "IoU from which an ROI is positive"),
+    Field("box_stds", List(Number(0, low_open=True), length=4), [0.1, 0.1, 0.2, 0.2],
+          "box-regression target scales of x, y, w, h"),
+    Field("score_threshold", Number(0, 1, high_open=True), 0.001,
+          "scores below are dropped before the final NMS"),
+    Field("max_detections", Int(1), 100, "detections kept per image"),
+    Field("rpn_layer", Str(nonempty=True), DERIVED, "the layer name of `rpn_feature`"),
+], defaults={"data_shape": 600, "nms_threshold": 0.3})
 LOSS_NAMES = ("rpn_cls_loss", "rpn_box_loss", "rcnn_cls_loss", "rcnn_box_loss")
 
 
@@ -54,15 +57,16 @@ class FasterRCNN(Architecture):
     ``rpn_feature``."""
 
     name = "faster_rcnn"
-    defaults = DEFAULTS
-    required = REQUIRED
+    schema = SCHEMA
     loss_names = LOSS_NAMES
     output_names = symbols.TRAINING_OUTPUTS
+
+    def check_fields(self, spec):
+        check_fields(spec)
 
     def derive(self, spec, backbone, graph):
         """The RPN feature must be the deepest layer at the declared ``rpn_stride``, and
         ``head_stage`` the stage right after it."""
-        check_fields(spec)
         check = Checker(spec)
         layer = check_backbone_layer(check, backbone, graph, "rpn_feature", spec["rpn_feature"])
         check.require(graph.stride(layer) == spec["rpn_stride"], "rpn_feature",
@@ -147,33 +151,14 @@ def sampling(spec):
 
 
 def check_fields(config):
-    """Types and ranges of the Faster R-CNN fields; independent of the graph."""
+    """What the schema cannot say per field: how sizes, IoUs and proposal counts relate."""
     check = Checker(config)
-    for field in POSITIVE_INTS:
-        check.require(is_int(config[field]) and config[field] >= 1, field, config[field],
-                      "a positive integer")
     check.require(config["max_size"] >= config["data_shape"], "max_size", config["max_size"],
                   "at least data_shape (the short side), %d" % config["data_shape"])
-    for field in FRACTIONS:
-        check.require(is_number(config[field]) and 0 < config[field] <= 1, field, config[field],
-                      "a number in (0, 1]")
     check.require(config["rpn_negative_iou"] < config["rpn_positive_iou"], "rpn_negative_iou",
-                  config["rpn_negative_iou"], "below rpn_positive_iou")
+                  config["rpn_negative_iou"], "below rpn_positive_iou = %g"
+                  % config["rpn_positive_iou"])
     for stage in ("train", "test"):
         pre, post = "rpn_pre_nms_top_n_" + stage, "rpn_post_nms_top_n_" + stage
         check.require(config[post] <= config[pre], post, config[post],
                       "at most %s = %d" % (pre, config[pre]))
-    for field in ("anchor_scales", "anchor_ratios"):
-        values = config[field]
-        check.require(isinstance(values, list) and values and all(
-            is_number(v) and v > 0 for v in values) and len(set(values)) == len(values),
-            field, values, "a non-empty list of distinct positive numbers")
-    roi = config["roi_size"]
-    check.require(isinstance(roi, list) and len(roi) == 2
-                  and all(is_int(v) and v > 0 for v in roi),
-                  "roi_size", roi, "[height, width] of the pooled ROI features")
-    check.require(is_number(config["score_threshold"]) and 0 <= config["score_threshold"] < 1,
-                  "score_threshold", config["score_threshold"], "a number in [0, 1)")
-    check.require(isinstance(config["box_stds"], list) and len(config["box_stds"]) == 4 and all(
-        is_number(v) and v > 0 for v in config["box_stds"]), "box_stds", config["box_stds"],
-        "four positive numbers")

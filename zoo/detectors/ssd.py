@@ -1,6 +1,4 @@
 """SSD configs: defaults, validation against the backbone graph, input shapes, losses."""
-import types
-
 import mxnet as mx
 import numpy as np
 
@@ -8,27 +6,49 @@ from ..modeling import ssd as symbols
 
 from ..graph import effective_stride
 from ..metrics.arrays import to_numpy
-from ..validate import Checker, check_backbone_layer, is_int, is_number
-from .base import COMMON_DEFAULTS, Architecture
+from ..schema import DERIVED, FRACTION, REQUIRED, Bool, Field, Int, List, Number, Optional, \
+    Schema, Str
+from ..validate import Checker, check_backbone_layer
+from .base import Architecture
 
-DEFAULTS = types.MappingProxyType(dict(
-    COMMON_DEFAULTS,
-    data_shape=512,
-    steps=None,
-    extra_use_bn=True,
-    overlap_threshold=0.5,
-    negative_mining_ratio=3.0,
-    negative_mining_thresh=0.5,
-    variances=[0.1, 0.1, 0.2, 0.2],
-    nms_threshold=0.45,
-    nms_topk=400,
-    force_suppress=False,
-))
-REQUIRED = ("backbone", "from_layers", "num_filters", "strides", "pads", "normalizations",
-            "sizes", "ratios")
-PER_FEATURE_FIELDS = ("from_layers", "num_filters", "strides", "pads", "sizes", "ratios",
-                      "normalizations")
 MAX_ANCHOR_SIZE = 1.2
+PER_MAP = "from_layers"
+"""Length rule of the per-feature-map lists: one entry per ``from_layers`` entry."""
+
+SCHEMA = Schema("ssd", [
+    Field("from_layers", List(Str()), REQUIRED,
+          "per feature map: a stage name (`res4`), any internal layer name, or `\"\"` for an "
+          "extra block on the previous map"),
+    Field("num_filters", List(Int(), length=PER_MAP), REQUIRED,
+          "per map: an extra block's width; -1 for a backbone tap (> 0 adds a 1x1 projection)"),
+    Field("strides", List(Int(), length=PER_MAP), REQUIRED,
+          "per map: an extra block's stride; -1 for a backbone tap"),
+    Field("pads", List(Int(), length=PER_MAP), REQUIRED,
+          "per map: an extra block's padding; -1 for a backbone tap"),
+    Field("normalizations", List(Number(0, low_open=True, special=(-1,)), length=PER_MAP),
+          REQUIRED, "per map: -1, or the initial scale of a learned L2 normalisation"),
+    Field("sizes", List(List(Number(0, MAX_ANCHOR_SIZE, low_open=True, what="an anchor size",
+                                    note="a fraction of the image side")), length=PER_MAP),
+          REQUIRED, "per map: anchor sizes as fractions of the image side"),
+    Field("ratios", List(List(Number(0.05, 20, what="an aspect ratio"), distinct=True),
+                         length=PER_MAP), REQUIRED, "per map: anchor aspect ratios"),
+    Field("steps", Optional(List(Number(0, low_open=True, special=(-1,), note="pixels"),
+                                 length=PER_MAP)), None,
+          "per map: anchor steps in pixels (-1 or null: derived from the map size)"),
+    Field("extra_use_bn", Bool(), True, "batch normalisation in the extra blocks"),
+    Field("overlap_threshold", FRACTION, 0.5, "IoU at which an anchor matches a box"),
+    Field("negative_mining_ratio", Number(0, low_open=True), 3.0,
+          "hard negatives kept per positive anchor"),
+    Field("negative_mining_thresh", FRACTION, 0.5,
+          "IoU below which an anchor may be a hard negative"),
+    Field("variances", List(Number(0, low_open=True), length=4), [0.1, 0.1, 0.2, 0.2],
+          "box-encoding variances of x, y, w, h"),
+    Field("nms_topk", Int(1, special=(-1,), note="-1: all"), 400,
+          "detections kept before NMS"),
+    Field("force_suppress", Bool(), False, "NMS across classes, not per class"),
+    Field("feature_layers", List(Str()), DERIVED, "the backbone layer of each tapped map"),
+    Field("feature_channels", List(Int(1)), DERIVED, "the channels of each map"),
+], defaults={"data_shape": 512, "nms_threshold": 0.45})
 LOSS_NAMES = ("cls_loss", "box_loss")
 
 
@@ -38,13 +58,14 @@ class SSD(Architecture):
     config derives them from the map size)."""
 
     name = "ssd"
-    defaults = DEFAULTS
-    required = REQUIRED
+    schema = SCHEMA
     loss_names = LOSS_NAMES
     output_names = symbols.TRAINING_OUTPUTS
 
-    def derive(self, spec, backbone, graph):
+    def check_fields(self, spec):
         check_fields(spec)
+
+    def derive(self, spec, backbone, graph):
         check = Checker(spec)
         layers = [check_backbone_layer(check, backbone, graph, "from_layers[%d]" % i, name)
                   if name else "" for i, name in enumerate(spec["from_layers"])]
@@ -125,65 +146,29 @@ def feature_shapes(spec, backbone, layers):
 
 
 def check_fields(config):
-    """Types, list lengths and value ranges; independent of the graph."""
+    """What the schema cannot say per field: which entries a backbone tap and an extra block
+    allow, and anchor sizes that do not shrink on coarser maps."""
     check = Checker(config)
-    num_classes = config["num_classes"]
-    check.require(is_int(num_classes) and num_classes >= 1, "num_classes", num_classes,
-                  "a positive integer")
-    names = config.get("class_names")
-    check.require(names is None or (isinstance(names, list) and len(names) == num_classes),
-                  "class_names", names, "null or a list of num_classes=%s names" % num_classes)
-    for field in PER_FEATURE_FIELDS:
-        check.require(isinstance(config[field], list) and config[field], field, config[field],
-                      "a non-empty list with one entry per feature map")
-    count = len(config["from_layers"])
-    fields = PER_FEATURE_FIELDS + (("steps",) if config.get("steps") is not None else ())
-    for field in fields:
-        check.require(isinstance(config[field], list) and len(config[field]) == count, field,
-                      config[field], "%d entries, one per from_layers entry" % count)
-    check.require(isinstance(config["from_layers"][0], str) and config["from_layers"][0],
-                  "from_layers[0]", config["from_layers"][0],
+    check.require(config["from_layers"][0], "from_layers[0]", config["from_layers"][0],
                   "a backbone layer: extra layers need a feature map to start from")
     for i, layer in enumerate(config["from_layers"]):
         at = "[%d]" % i
-        check.require(isinstance(layer, str), "from_layers" + at, layer,
-                      "a backbone layer name or '' for an extra layer")
         filters, stride, pad = (config[f][i] for f in ("num_filters", "strides", "pads"))
         if layer:
-            check.require(is_int(filters) and (filters == -1 or filters > 0), "num_filters" + at,
-                          filters, "-1 (use the backbone layer as is) or a positive width")
+            check.require(filters == -1 or filters > 0, "num_filters" + at, filters,
+                          "-1 (use the backbone layer as is) or a positive width")
             check.require(stride == -1, "strides" + at, stride, "-1 for a backbone layer")
             check.require(pad == -1, "pads" + at, pad, "-1 for a backbone layer")
         else:
-            check.require(is_int(filters) and filters >= 2, "num_filters" + at, filters,
+            check.require(filters >= 2, "num_filters" + at, filters,
                           "an integer >= 2 for an extra layer")
-            check.require(is_int(stride) and stride >= 1, "strides" + at, stride,
-                          "an integer >= 1 for an extra layer")
-            check.require(is_int(pad) and pad >= 0, "pads" + at, pad,
-                          "an integer >= 0 for an extra layer")
-        norm = config["normalizations"][i]
-        check.require(is_number(norm) and (norm == -1 or norm > 0), "normalizations" + at, norm,
-                      "-1 (none) or a positive initial L2-norm scale")
-        _check_anchor_shapes(check, config["sizes"][i], config["ratios"][i], at)
-        if config.get("steps") is not None:
-            step = config["steps"][i]
-            check.require(is_number(step) and (step == -1 or step > 0), "steps" + at, step,
-                          "-1 (derive from the feature size) or a positive step in pixels")
+            check.require(stride >= 1, "strides" + at, stride, "an integer >= 1 for an extra layer")
+            check.require(pad >= 0, "pads" + at, pad, "an integer >= 0 for an extra layer")
     smallest = [min(sizes) for sizes in config["sizes"]]
-    for i in range(1, count):
+    for i in range(1, len(smallest)):
         check.require(smallest[i] >= smallest[i - 1], "sizes[%d]" % i, config["sizes"][i],
                       "anchor sizes that do not shrink on coarser maps (previous smallest %g)"
                       % smallest[i - 1])
-
-
-def _check_anchor_shapes(check, sizes, ratios, at):
-    check.require(isinstance(sizes, list) and sizes and all(
-        is_number(s) and 0 < s <= MAX_ANCHOR_SIZE for s in sizes), "sizes" + at, sizes,
-        "a non-empty list of sizes in (0, %g], as fractions of the image side" % MAX_ANCHOR_SIZE)
-    check.require(isinstance(ratios, list) and ratios and all(
-        is_number(r) and 0.05 <= r <= 20 for r in ratios), "ratios" + at, ratios,
-        "a non-empty list of aspect ratios in [0.05, 20]")
-    check.require(len(set(ratios)) == len(ratios), "ratios" + at, ratios, "no repeated ratio")
 
 
 def check_feature_maps(config, sizes):

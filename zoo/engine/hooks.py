@@ -12,13 +12,22 @@ import time
 import numpy as np
 
 from .. import artifact
+from ..errors import DataError
 from ..evaluation import evaluate_voc
 from . import module_adapter
-from .trainer import OutputFolderInUse, TrainingDiverged
+from .trainer import OutputFolderInUse, TrainingDiverged, TrainingError
 
 LOG = logging.getLogger("zoo.train")
 # A loss this many times the first one seen (or 1, if larger) counts as exploded.
 DIVERGENCE_FACTOR = 1e3
+
+
+def last_checkpoint_note(prefix):
+    """What a stopped run says about its checkpoints at ``prefix``, e.g. ``last complete
+    checkpoint: out/ssd-0002``."""
+    epoch = artifact.latest_epoch(prefix)
+    return ("last complete checkpoint: %s-%04d" % (prefix, epoch) if epoch is not None
+            else "no checkpoint was written yet")
 
 
 class Hook:
@@ -110,7 +119,10 @@ class DivergenceCheck(Hook):
 
 class Validation(Hook):
     """VOC07 mAP on ``dataset`` every ``interval`` epochs and after the last one, as the
-    row's ``val_map``; batches as in training, decoded by the loader's threads."""
+    row's ``val_map``; batches as in training, decoded by the loader's threads.
+
+    A validation image that cannot be read stops training only once the epoch's other
+    hooks have run (see :meth:`Trainer.stop`): the epoch's checkpoint is still written."""
     only_rank0 = True
 
     def __init__(self, dataset, interval=1):
@@ -122,9 +134,14 @@ class Validation(Hook):
         if (epoch + 1) % self.interval and epoch + 1 != trainer.options.epochs:
             return None
         arg_params, aux_params = trainer.params()
-        result = evaluate_voc(trainer.model, arg_params, aux_params, self.dataset,
-                              batch_size=trainer.options.batch_size,
-                              num_workers=trainer.loader.num_workers, progress=False)
+        try:
+            result = evaluate_voc(trainer.model, arg_params, aux_params, self.dataset,
+                                  batch_size=trainer.options.batch_size,
+                                  num_workers=trainer.loader.num_workers, progress=False)
+        except DataError as err:
+            trainer.stop(TrainingError("validation after epoch %d failed, training stopped "
+                                       "once the epoch was saved: %s" % (epoch + 1, err)))
+            return None
         val_map = result["voc07"]["mAP"]
         LOG.info("epoch %d: validation VOC07 mAP %.4f", epoch + 1, val_map)
         return {"val_map": val_map}
@@ -177,9 +194,14 @@ class Checkpointer(Hook):
         if val_map is not None and (self.best is None or val_map > self.best["value"]):
             self.best = {"epoch": epoch + 1, "metric": "voc07_map", "value": val_map}
         arg_params, aux_params = trainer.params()
-        artifact.save(self.prefix, epoch + 1, trainer.model, arg_params, aux_params,
-                      best=self.best, training=dict(trainer.training_record(), run=self.run),
-                      optimizer_state=module_adapter.optimizer_state(trainer.module))
+        try:
+            artifact.save(self.prefix, epoch + 1, trainer.model, arg_params, aux_params,
+                          best=self.best, training=dict(trainer.training_record(), run=self.run),
+                          optimizer_state=module_adapter.optimizer_state(trainer.module))
+        except artifact.ArtifactError as err:
+            # The disk is full or the folder not writable: the older epochs are untouched.
+            raise TrainingError("epoch %d could not be saved: %s; %s" % (
+                epoch + 1, err, last_checkpoint_note(self.prefix))) from None
         artifact.prune(self.prefix, self.keep_last,
                        keep=(self.best["epoch"],) if self.best else ())
 
@@ -206,8 +228,14 @@ class CSVLog(Hook):
             writer.writerows(rows)
 
     def after_epoch(self, trainer, epoch, row):
-        with open(self.path, "a", newline="") as stream:
-            csv.DictWriter(stream, fieldnames=self.columns, extrasaction="ignore").writerow(row)
+        try:
+            with open(self.path, "a", newline="") as stream:
+                csv.DictWriter(stream, fieldnames=self.columns,
+                               extrasaction="ignore").writerow(row)
+        except OSError as err:
+            # After the checkpoint: the epoch is saved, only its log line is lost.
+            raise TrainingError("%s: cannot be written (%s); the checkpoint of epoch %d is "
+                                "saved" % (self.path, err.strerror or err, epoch + 1)) from None
 
 
 class ProgressBar(Hook):

@@ -13,6 +13,8 @@ import json
 import logging
 import os
 import re
+import signal
+import threading
 import time
 import warnings
 from dataclasses import asdict, dataclass
@@ -45,6 +47,35 @@ class OutputFolderInUse(TrainingError):
     """A new run's output folder already holds checkpoints."""
 
 
+class TrainingInterrupted(TrainingError):
+    """SIGINT or SIGTERM stopped training at a batch boundary; ``exit_status`` is the
+    shell's status of a command killed by that signal (130, 143)."""
+
+    def __init__(self, signum, message):
+        super().__init__(message)
+        self.signum, self.exit_status = signum, 128 + signum
+
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+@contextlib.contextmanager
+def stop_signals(handler):
+    """Route SIGINT and SIGTERM to ``handler(signum)`` in the block, then restore the
+    previous handlers. Outside the main thread (where Python cannot set handlers) nothing
+    changes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {signum: signal.signal(signum, lambda number, frame: handler(number))
+                for signum in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for signum, old in previous.items():
+            signal.signal(signum, old)
+
+
 def contexts(spec):
     """``"cpu"`` or ``"gpu0,1"`` to a list of MXNet contexts."""
     if spec == "cpu":
@@ -61,6 +92,12 @@ def frozen_params(arg_names, pattern):
         return []
     regex = re.compile(pattern)
     return [name for name in arg_names if regex.search(name)]
+
+
+def model_parameters(symbol, input_names):
+    """The names of ``symbol``'s parameters (its arguments but inputs and labels)."""
+    return [name for name in symbol.list_arguments()
+            if name not in input_names and name != "label"]
 
 
 def lr_scheduler(base_lr, steps_per_epoch, lr_steps, lr_factor, warmup_epochs):
@@ -180,28 +217,61 @@ class Trainer:
         self.input_names = list(model.input_shapes())
         # Set by fit: the artifact resumed from (or None), the first epoch, the Module.
         self.resumed, self.start_epoch, self.module = None, 0, None
+        # What stops the run at the next batch boundary: a signal's number, or an error a
+        # hook deferred (see stop()).
+        self.stop_signal, self.stop_error = None, None
 
     # -- the loop ---------------------------------------------------------------------------
 
     def fit(self, resume_prefix=None):
         """Run the epochs, from the newest checkpoint at ``resume_prefix`` if given;
         returns the per-epoch rows (``epoch`` counted from 1, ``lr``, ``samples_per_sec``,
-        the model's losses, and what the hooks added, e.g. ``val_map``)."""
+        the model's losses, and what the hooks added, e.g. ``val_map``).
+
+        SIGINT or SIGTERM (in the main thread) stops the run at the next batch boundary,
+        or once the current epoch's hooks have run, with :class:`TrainingInterrupted`; a
+        second SIGINT raises KeyboardInterrupt at once. The previous handlers come back
+        after the run."""
         if resume_prefix is not None:
             self.resumed = self._load_checkpoint(resume_prefix)
             self.start_epoch = self.resumed.epoch
+            self._check_resumed()
+        self._check_freeze()
         self._call("before_train")
         self.module = self.build_module()
         self._start(self.module)
         rows = []
-        for epoch in range(self.start_epoch, self.options.epochs):
-            self._call("before_epoch", epoch)
-            row = self.run_epoch(epoch)
-            for hook in self.hooks:
-                row = {**row, **(hook.after_epoch(self, epoch, row) or {})}
-            rows.append(row)
+        with stop_signals(self._on_signal):
+            for epoch in range(self.start_epoch, self.options.epochs):
+                self._call("before_epoch", epoch)
+                row = self.run_epoch(epoch)
+                for hook in self.hooks:
+                    row = {**row, **(hook.after_epoch(self, epoch, row) or {})}
+                rows.append(row)
+                self._check_stop("after epoch %d" % (epoch + 1))
         self._call("after_train")
         return rows
+
+    def stop(self, error):
+        """Stop once the current step's or epoch's hooks have all run (so a checkpoint
+        hook still saves the epoch), raising ``error``: for a hook whose failure must not
+        lose the epoch, e.g. a validation image that cannot be read."""
+        if self.stop_error is None:
+            self.stop_error = error
+
+    def _on_signal(self, signum):
+        if self.stop_signal is not None:
+            # A second one: the user does not want to wait for the batch to end.
+            raise KeyboardInterrupt
+        self.stop_signal = signum
+        LOG.warning("%s: stopping at the end of this batch", signal.Signals(signum).name)
+
+    def _check_stop(self, where):
+        if self.stop_error is not None:
+            raise self.stop_error
+        if self.stop_signal is not None:
+            raise TrainingInterrupted(self.stop_signal, "stopped by %s %s" % (
+                signal.Signals(self.stop_signal).name, where))
 
     def _call(self, method, *args):
         for hook in self.hooks:
@@ -219,6 +289,7 @@ class Trainer:
             self.module.update()
             losses = self.model.training_losses(self.module.get_outputs())
             self._call("after_step", epoch, batches, losses)
+            self._check_stop("at epoch %d, batch %d" % (epoch + 1, batches + 1))
             for name, value in losses.items():
                 totals[name] += value
             batches += 1
@@ -334,6 +405,42 @@ class Trainer:
             raise artifact.ArtifactError("no complete checkpoint %s-NNNN.params/.json to "
                                          "resume from" % prefix)
         return artifact.load(prefix, epoch)
+
+    def _check_freeze(self):
+        """A freeze pattern that matches nothing is a typo, not a wish to train it all."""
+        symbol = self.model.train_symbol()
+        if self.options.freeze and not frozen_params(symbol.list_arguments(),
+                                                     self.options.freeze):
+            raise TrainingError("freeze %r matches no parameter of %s (whose names are like %s)"
+                                % (self.options.freeze, self.model.name,
+                                   ", ".join(model_parameters(symbol, self.input_names)[:3])))
+
+    def _check_resumed(self):
+        """Refuse, in one line, a checkpoint that has no epoch left to train or that holds
+        another model's parameters or classes (Module would fail deep inside MXNet)."""
+        resumed = self.resumed
+        name = "%s-%04d" % (resumed.prefix, resumed.epoch)
+        if resumed.epoch >= self.options.epochs:
+            raise TrainingError("%s has trained %d epochs already and epochs is %d (it counts "
+                                "every epoch from the first): ask for more to go on"
+                                % (name, resumed.epoch, self.options.epochs))
+        classes = artifact.class_names(self.model.config)
+        if list(resumed.class_names) != classes:
+            raise TrainingError("%s was trained on classes %s, this run's data has %s"
+                                % (name, resumed.class_names, classes))
+        symbol = self.model.train_symbol()
+        shapes = self.model.train_input_shapes(self.options.batch_size, self.loader.max_objects)
+        arg_shapes, _, aux_shapes = symbol.infer_shape(**shapes)
+        expected = dict(zip(symbol.list_arguments(), arg_shapes))
+        expected.update(zip(symbol.list_auxiliary_states(), aux_shapes))
+        saved = {**resumed.arg_params, **resumed.aux_params}
+        for param, shape in expected.items():
+            if param in shapes:
+                continue
+            if param not in saved or saved[param].shape != tuple(shape):
+                raise TrainingError("%s holds another model's parameters: %s is %s, %s needs %s"
+                                    % (name, param, saved[param].shape if param in saved
+                                       else "missing", self.model.name, tuple(shape)))
 
     def _restore_optimizer(self, module):
         """The resumed checkpoint's optimizer state and update counts (which place the

@@ -172,6 +172,8 @@ def report_lines(results):
 def benchmark_memory(options, log=print_line):
     """Measure every configuration, each in its own process; report lines go to ``log``.
     Returns ``{configuration: MemoryFigures}``."""
+    # A bad config is the user's error: one line here, not a child's traceback.
+    get_model(options.network, data_shape=options.shape)
     log("%s, batch %d, data shape %d, median of %d steps after %d warm-up, each "
         "configuration in a fresh process, OMP_NUM_THREADS=%s" % (
             options.network, options.batch_size, options.shape, options.steps,

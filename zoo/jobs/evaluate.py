@@ -3,12 +3,11 @@ and area under the curve) and COCO AP, AP50, AP75."""
 import json
 import os
 from dataclasses import dataclass
-from typing import Optional
+from typing import Optional, Tuple
 
 from .. import artifact
-from ..data.factory import open_dataset
-from ..errors import DataError
 from ..evaluation import coco_scores, predict, voc_scores
+from .datasets import data_name, open_for_artifact, relabel
 
 
 @dataclass(frozen=True)
@@ -23,6 +22,9 @@ class EvalOptions:
     skip_bad: bool = False
     output: Optional[str] = None         # results JSON; None: <checkpoint>-eval-<split>.json
     progress: bool = True
+    # None: the dataset's classes are the artifact's; else pairs (dataset class, artifact
+    # class) matching a dataset of some (or renamed) classes, see jobs.datasets.class_lookup
+    class_map: Optional[Tuple[Tuple[str, str], ...]] = None
 
 
 @dataclass(frozen=True)
@@ -40,11 +42,14 @@ def evaluate(options):
     """Predict on every image of the split, score, and write the results JSON (and the COCO
     detections beside it)."""
     loaded = artifact.load(options.checkpoint, options.epoch)
-    dataset = open_data(options, loaded)
+    dataset, lookup = open_for_artifact(options, loaded)
+    output = options.output or "%s-eval-%s.json" % (options.checkpoint, options.split)
+    # Before the predictions: a folder that cannot be made fails now, not after them.
+    os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
     detections = predict(loaded.model, loaded.arg_params, loaded.aux_params, dataset,
                          batch_size=options.batch_size, num_workers=options.data_threads,
                          progress=options.progress, symbol=loaded.symbol)
-    output = options.output or "%s-eval-%s.json" % (options.checkpoint, options.split)
+    detections = relabel(detections, lookup)
     result = EvalResult(
         epoch=loaded.epoch, images=len(dataset), precision=loaded.precision,
         class_names=list(dataset.class_names), voc=voc_scores(dataset, detections),
@@ -54,19 +59,10 @@ def evaluate(options):
     with open(output, "w") as stream:
         json.dump({"checkpoint": options.checkpoint, "epoch": result.epoch,
                    "images": result.images, "precision": result.precision,
-                   "data": "%s:%s/%s" % (options.dataset, options.data_root, options.split),
+                   "data": data_name(options),
+                   "class_map": None if options.class_map is None else dict(options.class_map),
                    "voc": result.voc, "coco": result.coco}, stream, indent=1)
     return result
-
-
-def open_data(options, loaded):
-    """The split to score, refused if its classes are not the artifact's (the scores would
-    compare unrelated class ids)."""
-    dataset = open_dataset(options.dataset, options.data_root, options.split, options.skip_bad)
-    if list(dataset.class_names) != list(loaded.class_names):
-        raise DataError("%s/%s: classes %s are not the artifact's %s" % (
-            options.data_root, options.split, list(dataset.class_names), loaded.class_names))
-    return dataset
 
 
 def format_table(class_names, scores):

@@ -1,5 +1,9 @@
 """Pack a VOC or COCO dataset into MXNet ``PREFIX.lst``, ``.rec``, ``.idx`` and
-``.classes.txt`` (im2rec detection format, boxes normalised to [0, 1])."""
+``.classes.txt`` (im2rec detection format, boxes normalised to [0, 1]).
+
+Every image is decoded once before it is packed; ``.lst`` image paths are relative to
+the VOC root or the COCO image folder (``LstDataset``'s ``image_root``). A failed run
+leaves no ``PREFIX.*.part`` files."""
 from dataclasses import dataclass
 from typing import Callable, Optional
 
@@ -45,5 +49,7 @@ def open_source(options):
 def prepare_data(options, progress: Optional[Callable[[int, int], None]] = None):
     """Write the record files; ``progress(done, total)`` is called after each image."""
     dataset = open_source(options)
-    images, objects = write_record_files(dataset, options.output, progress=progress)
+    image_root = options.root if options.format == "voc" else options.image_dir
+    images, objects = write_record_files(dataset, options.output, progress=progress,
+                                         image_root=image_root, skip_bad=options.skip_bad)
     return PrepareResult(images, objects, len(dataset.class_names))

@@ -6,9 +6,9 @@ from dataclasses import dataclass
 from typing import Optional, Tuple
 
 from .. import artifact
-from ..data.factory import open_dataset
 from ..errors import DataError
 from ..quantization import calibration_iter, int8_layers, quantize as quantize_graph
+from .datasets import data_name, open_for_artifact
 
 
 @dataclass(frozen=True)
@@ -25,6 +25,9 @@ class QuantizeOptions:
     output: Optional[str] = None         # prefix; None: <checkpoint>-int8
     data_threads: Optional[int] = None
     skip_bad: bool = False
+    # None: the dataset's classes are the artifact's; else pairs (dataset class, artifact
+    # class), see jobs.datasets.class_lookup (calibration only needs matching images)
+    class_map: Optional[Tuple[Tuple[str, str], ...]] = None
 
 
 @dataclass(frozen=True)
@@ -40,11 +43,10 @@ def quantize(options):
     if source.is_int8:
         raise artifact.ArtifactError("%s-%04d: already int8; quantize an fp32 artifact"
                                      % (options.checkpoint, source.epoch))
-    dataset = open_dataset(options.dataset, options.data_root, options.split, options.skip_bad)
-    data_name = "%s:%s/%s" % (options.dataset, options.data_root, options.split)
+    dataset, _ = open_for_artifact(options, source)
     if len(dataset) < options.batch_size:
         raise DataError("%s: %d images, fewer than one calibration batch of %d"
-                        % (data_name, len(dataset), options.batch_size))
+                        % (data_name(options), len(dataset), options.batch_size))
     calib_data = calibration_iter(source.model, dataset, options.batch_size,
                                   options.calib_batches, options.data_threads)
     start = time.time()
@@ -56,7 +58,7 @@ def quantize(options):
         "mode": options.calib_mode,
         "images": min(len(dataset) // options.batch_size, options.calib_batches)
         * options.batch_size,
-        "data": data_name, "excluded": list(options.exclude),
+        "data": data_name(options), "excluded": list(options.exclude),
         "int8_layers": len(int8_layers(symbol)),
         "source": "%s-%04d" % (options.checkpoint, source.epoch),
         "seconds": round(time.time() - start, 1)}}

@@ -12,9 +12,9 @@ from ..config import load_config
 from ..data import DetectionLoader, TrainTransform
 from ..data.factory import open_dataset
 from ..distributed import create_dist_kvstore, is_distributed
-from ..engine.hooks import default_hooks
-from ..engine.trainer import OptimizerOptions, Trainer, TrainerOptions
-from ..errors import ConfigError
+from ..engine.hooks import default_hooks, last_checkpoint_note
+from ..engine.trainer import OptimizerOptions, Trainer, TrainerOptions, TrainingInterrupted
+from ..errors import ConfigError, OptionsError
 from ..model import build_model
 from ..registry import get_config, list_models
 from . import LOG_FORMAT
@@ -97,6 +97,7 @@ def make_trainer(options, kvstore=None):
     rank, num_workers = (kvstore.rank, kvstore.num_workers) if kvstore is not None else (0, 1)
     train_set = open_dataset(options.dataset, options.data_root, options.train_split,
                              options.skip_bad)
+    check_batch_size(options, len(train_set), num_workers)
     val_set = (open_dataset(options.dataset, options.data_root, options.val_split,
                             options.skip_bad) if options.val_split and rank == 0 else None)
     model = build_train_model(options, train_set.class_names)
@@ -107,7 +108,8 @@ def make_trainer(options, kvstore=None):
     max_objects = max(1, max(len(r.class_ids) for r in train_set.records))
     loader = DetectionLoader(train_set, options.batch_size, transform, shuffle=True,
                              seed=options.seed, num_workers=options.data_threads,
-                             max_objects=max_objects, num_shards=num_workers, shard_index=rank)
+                             max_objects=max_objects, num_shards=num_workers, shard_index=rank,
+                             skip_bad=options.skip_bad)
     if kvstore is not None:
         LOG.info("%s worker rank %d of %d: %d of %d samples, %d steps per epoch, %d samples "
                  "per step in all", kvstore.type, rank, num_workers,
@@ -119,6 +121,19 @@ def make_trainer(options, kvstore=None):
                           run=run_record(options))
     return Trainer(model, loader, trainer_options(options), optimizer_options(options),
                    hooks=hooks, kvstore=kvstore)
+
+
+def check_batch_size(options, samples, num_workers):
+    """Refuse a batch larger than this worker's share of the data: the loader drops a
+    short last batch, so there would be no step at all."""
+    share = samples // num_workers
+    if options.batch_size > share:
+        raise OptionsError("batch_size %d is larger than the %d training images of %s:%s/%s%s:"
+                           " no full batch to train on; lower --batch-size" % (
+                               options.batch_size, share, options.dataset, options.data_root,
+                               options.train_split,
+                               " per worker (%d workers)" % num_workers if num_workers > 1
+                               else ""))
 
 
 def trainer_options(options):
@@ -157,8 +172,12 @@ def train(options):
         if kvstore.rank != 0:
             worker_log = log_to_worker_file(options.output_dir, kvstore.rank)
     trainer = make_trainer(options, kvstore)
-    rows = trainer.fit(resume_prefix(options, trainer.model.name))
     prefix = os.path.join(options.output_dir, trainer.model.name)
+    try:
+        rows = trainer.fit(resume_prefix(options, trainer.model.name))
+    except TrainingInterrupted as err:
+        raise TrainingInterrupted(err.signum, "%s; %s" % (err, last_checkpoint_note(prefix))) \
+            from None
     # Rank 0 writes the artifact; the best epoch may precede a resume.
     best = artifact.best_epoch(prefix) if trainer.rank == 0 else None
     return TrainResult(prefix=prefix, rows=rows, best_epoch=best, rank=trainer.rank,

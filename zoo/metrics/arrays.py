@@ -1,4 +1,4 @@
-"""Turn the array types the metrics accept into numpy arrays."""
+"""Turn the array types the metrics accept into numpy arrays; checks shared by the metrics."""
 import numpy as np
 
 
@@ -11,3 +11,18 @@ def to_numpy(array):
     if hasattr(array, "asnumpy"):
         return array.asnumpy()
     return np.asarray(array)
+
+
+def as_text(values):
+    """A number or a row of numbers as short text for error messages: ``[60, 10, nan, 4]``."""
+    values = np.asarray(values, dtype=np.float64)
+    if values.ndim == 0:
+        return "%g" % values
+    return "[%s]" % ", ".join("%g" % value for value in values.ravel())
+
+
+def check_pixel_offset(pixel_offset):
+    """ValueError unless ``pixel_offset`` is 1 (inclusive corners) or 0 (continuous ones)."""
+    if pixel_offset not in (0, 1):
+        raise ValueError("pixel_offset=%r: expected 1 (inclusive corners) or 0 (continuous "
+                         "or normalised corners)" % (pixel_offset,))

@@ -1,19 +1,27 @@
 """COCO box AP through pycocotools, for COCO files and for any dataset turned into one.
 
-Conventions: COCO boxes are ``[x, y, width, height]`` in pixels with
-``width = x2 - x1`` (no "+1 pixel"), both for ground truth built here and for
-detections converted here. Category ids are class id + 1 unless given.
+Conventions: COCO boxes are ``[x, y, width, height]`` in pixels, continuous: a box
+covers ``[x, x + width)``. Corners are turned into them with
+``width = x2 - x1 + pixel_offset``: 0 for continuous corners (COCO's own), 1 for
+inclusive ones (Pascal VOC's, where x2 is the last pixel), so that ground truth and
+detections of an inclusive dataset are scored on the pixels they cover, as the VOC
+metric scores them. ``zoo.evaluation.coco_scores`` picks the offset from the dataset.
+Category ids are class id + 1 unless given.
+
+Tied scores keep pycocotools' order: its stable sorts rank equal scores in the order
+the detections are listed (images in id order).
 """
 import contextlib
 import copy
 import io
 import json
+import math
 
 import numpy as np
 from pycocotools.coco import COCO
 from pycocotools.cocoeval import COCOeval
 
-from .arrays import to_numpy
+from .arrays import as_text, check_pixel_offset, to_numpy
 
 # Names of COCOeval.stats, in order.
 COCO_STAT_NAMES = ("AP", "AP50", "AP75", "APs", "APm", "APl",
@@ -27,13 +35,32 @@ def default_category_id(class_id):
     return int(class_id) + 1
 
 
-def corners_to_xywh(box):
-    """``[x1, y1, x2, y2]`` -> ``[x, y, width, height]`` as plain floats."""
+def corners_to_xywh(box, pixel_offset=0):
+    """``[x1, y1, x2, y2]`` -> ``[x, y, width, height]`` as plain floats, widths and heights
+    ``x2 - x1 + pixel_offset`` (1 for inclusive corners, 0 for continuous ones)."""
     x1, y1, x2, y2 = (float(v) for v in box)
-    return [x1, y1, x2 - x1, y2 - y1]
+    return [x1, y1, x2 - x1 + pixel_offset, y2 - y1 + pixel_offset]
 
 
-def coco_ground_truth(records, class_names, image_ids=None, difficult="iscrowd"):
+def record_rows(index, record, num_classes):
+    """A record's boxes (M, 4), class ids (M,) and difficult flags (M,) as numpy arrays;
+    ValueError naming record ``index`` if their lengths differ or a class id has no name."""
+    boxes = to_numpy(record.boxes).reshape(-1, 4)
+    class_ids, difficult = (to_numpy(a).reshape(-1) for a in (record.class_ids,
+                                                              record.difficult))
+    if not len(boxes) == len(class_ids) == len(difficult):
+        raise ValueError("record %d: %d boxes, %d class ids and %d difficult flags: expected "
+                         "one of each per object" % (index, len(boxes), len(class_ids),
+                                                     len(difficult)))
+    unknown = class_ids[class_ids >= num_classes]
+    if unknown.size:
+        raise ValueError("record %d: class id %s out of range: %d class names given"
+                         % (index, unknown[0], num_classes))
+    return boxes, class_ids, difficult
+
+
+def coco_ground_truth(records, class_names, image_ids=None, difficult="iscrowd",
+                      pixel_offset=0):
     """A COCO ground-truth dict (images, annotations, categories) from generic records.
 
     Each record has attributes ``width``, ``height``, ``boxes`` (M, 4) pixel
@@ -45,22 +72,25 @@ def coco_ground_truth(records, class_names, image_ids=None, difficult="iscrowd")
     false positive; overlap is measured as intersection over the detection's
     area); ``"drop"`` leaves them out (detections on them are false positives);
     ``"keep"`` makes them ordinary boxes. (An ``ignore`` field would not work:
-    COCOeval overwrites it with ``iscrowd``.)
+    COCOeval overwrites it with ``iscrowd``.) ``pixel_offset``: 1 if the records'
+    corners are inclusive (see the module's conventions).
     """
     if difficult not in DIFFICULT_CHOICES:
         raise ValueError("difficult=%r: expected one of %s" % (difficult, DIFFICULT_CHOICES))
+    check_pixel_offset(pixel_offset)
     records = list(records)
-    image_ids = range(len(records)) if image_ids is None else image_ids
+    image_ids = range(len(records)) if image_ids is None else list(image_ids)
+    if len(image_ids) != len(records):
+        raise ValueError("%d image ids for %d records: expected one per record"
+                         % (len(image_ids), len(records)))
     images, annotations = [], []
-    for image_id, record in zip(image_ids, records):
+    for index, (image_id, record) in enumerate(zip(image_ids, records)):
         images.append({"id": int(image_id), "width": int(record.width),
                        "height": int(record.height)})
-        for box, class_id, is_difficult in zip(to_numpy(record.boxes).reshape(-1, 4),
-                                               to_numpy(record.class_ids).reshape(-1),
-                                               to_numpy(record.difficult).reshape(-1)):
+        for box, class_id, is_difficult in zip(*record_rows(index, record, len(class_names))):
             if class_id < 0 or (is_difficult and difficult == "drop"):
                 continue
-            xywh = corners_to_xywh(box)
+            xywh = corners_to_xywh(box, pixel_offset)
             annotations.append({
                 # COCOeval treats annotation id 0 as "unmatched", so ids start at 1.
                 "id": len(annotations) + 1, "image_id": int(image_id),
@@ -72,25 +102,49 @@ def coco_ground_truth(records, class_names, image_ids=None, difficult="iscrowd")
     return {"images": images, "annotations": annotations, "categories": categories}
 
 
-def coco_detections(image_id, detections, width, height, category_ids=None):
+def coco_detections(image_id, detections, width, height, category_ids=None, pixel_offset=0):
     """COCO result dicts from one image's model output.
 
     ``detections`` are rows ``[class_id, score, x1, y1, x2, y2]`` with corners
     normalised to [0, 1] (rows with a negative class are skipped); ``width`` and
     ``height`` are the image's size in pixels. ``category_ids[class_id]`` gives the
-    COCO category (default class id + 1).
+    COCO category (default class id + 1). ``pixel_offset``: 1 if the corners, once
+    in pixels, are inclusive (a model trained on inclusive ground truth predicts
+    inclusive corners). ValueError (one line) on a malformed row.
     """
+    check_pixel_offset(pixel_offset)
+    rows = to_numpy(detections)
+    if rows.ndim != 2 or rows.shape[1] != 6:
+        raise ValueError("image %s: detections have shape %s: expected (N, 6) rows "
+                         "[class_id, score, x1, y1, x2, y2]" % (image_id, rows.shape))
     results = []
     scale = np.array([width, height, width, height], dtype=np.float64)
-    for row in to_numpy(detections).reshape(-1, 6):
+    for row in rows:
         if row[0] < 0:
             continue
+        check_detection_row(image_id, row, category_ids)
         class_id = int(row[0])
         category = (default_category_id(class_id) if category_ids is None
                     else int(category_ids[class_id]))
         results.append({"image_id": int(image_id), "category_id": category,
-                        "bbox": corners_to_xywh(row[2:6] * scale), "score": float(row[1])})
+                        "bbox": corners_to_xywh(row[2:6] * scale, pixel_offset),
+                        "score": float(row[1])})
     return results
+
+
+def check_detection_row(image_id, row, category_ids):
+    """ValueError naming the image if a detection row is not a usable detection."""
+    class_id, score, x1, y1, x2, y2 = (float(v) for v in row)
+    if not all(map(math.isfinite, (class_id, score, x1, y1, x2, y2))):
+        problem = "has a non-finite value"
+    elif class_id != int(class_id) or (category_ids is not None
+                                       and class_id >= len(category_ids)):
+        problem = "class id %g has no category" % class_id
+    elif x2 < x1 or y2 < y1:
+        problem = "is an inverted box (need x1 <= x2, y1 <= y2)"
+    else:
+        return
+    raise ValueError("image %s: detection %s %s" % (image_id, as_text(row), problem))
 
 
 def quiet_unless(verbose):
@@ -110,12 +164,25 @@ def load_ground_truth(ground_truth):
     return COCO(str(ground_truth))
 
 
-def plain_detection(detection):
-    """A copy of one result dict with JSON-ready Python numbers (pycocotools edits its input)."""
-    return {"image_id": int(detection["image_id"]),
-            "category_id": int(detection["category_id"]),
-            "bbox": [float(v) for v in detection["bbox"]],
-            "score": float(detection["score"])}
+def plain_detection(index, detection):
+    """A copy of result dict number ``index`` with JSON-ready Python numbers (pycocotools
+    edits its input); ValueError (one line) if a field is missing or malformed."""
+    try:
+        plain = {"image_id": int(detection["image_id"]),
+                 "category_id": int(detection["category_id"]),
+                 "bbox": [float(v) for v in detection["bbox"]],
+                 "score": float(detection["score"])}
+    except (KeyError, TypeError, ValueError) as err:
+        raise ValueError("detection %d: %s: expected image_id, category_id, bbox [x, y, w, h] "
+                         "and score numbers (%s: %s)" % (index, str(detection)[:120],
+                                                         type(err).__name__, err))
+    x, y, width, height = plain["bbox"] if len(plain["bbox"]) == 4 else [math.nan] * 4
+    if not all(map(math.isfinite, (x, y, width, height, plain["score"]))) or \
+            width < 0 or height < 0:
+        raise ValueError("detection %d: bbox %s, score %s: expected 4 finite numbers "
+                         "[x, y, w, h] with w, h >= 0 and a finite score"
+                         % (index, plain["bbox"], plain["score"]))
+    return plain
 
 
 def load_detections(coco_gt, detections):
@@ -123,6 +190,11 @@ def load_detections(coco_gt, detections):
     unknown = {d["image_id"] for d in detections} - set(coco_gt.getImgIds())
     if unknown:
         raise ValueError("detections on image ids not in the ground truth: %s"
+                         % sorted(unknown)[:10])
+    # COCOeval scores only the ground truth's categories: others would vanish unscored.
+    unknown = {d["category_id"] for d in detections} - set(coco_gt.getCatIds())
+    if unknown:
+        raise ValueError("detections of category ids not in the ground truth: %s"
                          % sorted(unknown)[:10])
     if detections:
         return coco_gt.loadRes(detections)
@@ -144,7 +216,7 @@ def coco_eval(ground_truth, detections, results_json=None, verbose=False):
     as pycocotools reports it. ``results_json`` also writes the detections there in
     the COCO results format. pycocotools' prints are shown only if ``verbose``.
     """
-    detections = [plain_detection(d) for d in detections]
+    detections = [plain_detection(index, d) for index, d in enumerate(detections)]
     if results_json is not None:
         with open(results_json, "w") as handle:
             json.dump(detections, handle)

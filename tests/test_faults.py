@@ -1,0 +1,273 @@
+"""Faults during training: SIGINT and SIGTERM stop at a batch boundary with one line and the
+last complete checkpoint intact, a full disk loses no saved epoch, a failing validation
+keeps its epoch's checkpoint, and a killed save's leftovers go on the next start (the
+divergence stop naming a finite checkpoint: tests/test_training.py)."""
+import errno
+import glob
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import mxnet as mx
+import pytest
+
+from test_training import InMemoryDataset, loader, prefix_in, tiny_model, train
+from zoo import artifact
+from zoo.cli import main
+from zoo.data import embedded
+from zoo.engine.hooks import Hook, default_hooks
+from zoo.engine.trainer import (OptimizerOptions, Trainer, TrainerOptions, TrainingError,
+                                TrainingInterrupted)
+from zoo.errors import DataError
+from zoo.jobs import train as train_job
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ENV = dict(os.environ, PYTHONPATH=ROOT, OMP_NUM_THREADS="1")
+NETWORK = "ssd_mobilenetv2_stride8"
+
+
+@pytest.fixture(scope="module")
+def shapes(tmp_path_factory):
+    return embedded.generate(str(tmp_path_factory.mktemp("shapes")), seed=1, num_train=8,
+                             num_val=4, image_size=128)
+
+
+def train_argv(shapes, output, epochs=3):
+    return ["train", "--network", NETWORK, "--dataset", "voc", "--data-root", shapes,
+            "--data-shape", "128", "--batch-size", "2", "--epochs", str(epochs),
+            "--output-dir", str(output), "--no-progress", "--data-threads", "1"]
+
+
+def error_line(capsys):
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    return err.strip()
+
+
+class Signal(Hook):
+    """Sends ``signals`` to this process after step ``batch`` of epoch ``epoch``."""
+
+    def __init__(self, epoch, batch, *signals):
+        self.at, self.signals = (epoch, batch), signals
+
+    def after_step(self, trainer, epoch, batch_index, losses):
+        if (epoch, batch_index) == self.at:
+            for signum in self.signals:
+                os.kill(os.getpid(), signum)
+
+
+def with_hook(monkeypatch, hook):
+    """Make ``zoo train`` run ``hook`` after its default hooks."""
+    real = train_job.default_hooks
+    monkeypatch.setattr(train_job, "default_hooks",
+                        lambda *args, **kwargs: real(*args, **kwargs) + [hook])
+
+
+@pytest.mark.parametrize("signum, status", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_signal_stops_at_a_batch_boundary_with_the_checkpoint_intact(
+        shapes, tmp_path, monkeypatch, capsys, signum, status):
+    handlers = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+    with_hook(monkeypatch, Signal(1, 2, signum))
+    assert main(train_argv(shapes, tmp_path)) == status
+    prefix = str(tmp_path / NETWORK)
+    assert error_line(capsys) == ("zoo train: error: stopped by %s at epoch 2, batch 3; last "
+                                  "complete checkpoint: %s-0001"
+                                  % (signal.Signals(signum).name, prefix))
+    assert artifact.epochs(prefix) == [1]
+    assert artifact.load(prefix, 1).epoch == 1 and artifact.load_optimizer_state(prefix, 1)
+    assert not glob.glob(prefix + "*.tmp-*")
+    assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == handlers
+
+
+def test_a_signal_before_any_checkpoint_says_so(tmp_path):
+    with pytest.raises(TrainingInterrupted) as err:
+        train(tmp_path, epochs=2, hooks=[Signal(0, 0, signal.SIGINT)])
+    assert str(err.value) == "stopped by SIGINT at epoch 1, batch 1"
+    assert err.value.exit_status == 130
+
+
+def test_a_signal_during_the_epochs_hooks_stops_after_them(tmp_path):
+    class SignalAtEpochEnd(Hook):
+        def after_epoch(self, trainer, epoch, row):
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    model = tiny_model()
+    hooks = [SignalAtEpochEnd()] + default_hooks(model, str(tmp_path), progress=False)
+    with pytest.raises(TrainingInterrupted, match="^stopped by SIGTERM after epoch 1$"):
+        train(epochs=3, hooks=hooks)
+    # The checkpoint hook after the signal still saved the epoch.
+    assert artifact.epochs(prefix_in(tmp_path)) == [1]
+
+
+def test_a_second_sigint_does_not_wait_for_the_batch(shapes, tmp_path, monkeypatch, capsys):
+    with_hook(monkeypatch, Signal(0, 1, signal.SIGINT, signal.SIGINT))
+    assert main(train_argv(shapes, tmp_path)) == 130
+    assert error_line(capsys) == "zoo train: error: interrupted by SIGINT"
+
+
+def test_sigterm_from_another_process(shapes, tmp_path):
+    """What `kill` or a scheduler does: the process ends with 143 and one line, its last
+    complete checkpoint loadable."""
+    prefix = str(tmp_path / NETWORK)
+    process = subprocess.Popen([sys.executable, "-m", "zoo"] + train_argv(shapes, tmp_path, 50),
+                               cwd=ROOT, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True)
+    try:
+        deadline = time.time() + 120
+        while not artifact.epochs(prefix) and time.time() < deadline:
+            assert process.poll() is None, process.communicate()[1][-2000:]
+            time.sleep(0.05)
+        process.send_signal(signal.SIGTERM)
+        _, err = process.communicate(timeout=120)
+    finally:
+        process.kill()
+    assert process.returncode == 143, err[-2000:]
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("zoo train: error: stopped by SIGTERM "), err[-2000:]
+    assert "Traceback" not in err
+    complete = artifact.epochs(prefix)
+    assert last.endswith("last complete checkpoint: %s-%04d" % (prefix, complete[-1]))
+    assert artifact.load(prefix, complete[-1]).epoch == complete[-1]
+
+
+def full_disk_at(path_part, error):
+    """A ``mx.nd.save`` that writes half a file, then fails as a full disk does, for paths
+    containing ``path_part``."""
+    real = mx.nd.save
+
+    def save(path, arrays):
+        if path_part not in path:
+            return real(path, arrays)
+        with open(path, "wb") as stream:
+            stream.write(b"\0" * 100)
+        raise error
+    return save
+
+
+@pytest.mark.parametrize("error, reason", [
+    (OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)), os.strerror(errno.ENOSPC)),
+    (mx.base.MXNetError("[12:00:00] src/io/local_filesys.cc:166: Check failed: "
+                        "No space left on device"), "No space left on device")],
+    ids=["OSError", "MXNetError"])
+def test_a_full_disk_keeps_the_previous_checkpoint(shapes, tmp_path, monkeypatch, capsys,
+                                                   error, reason):
+    monkeypatch.setattr(mx.nd, "save", full_disk_at("-0002.params", error))
+    assert main(train_argv(shapes, tmp_path)) == 1
+    prefix = str(tmp_path / NETWORK)
+    line = error_line(capsys)
+    assert line.startswith("zoo train: error: epoch 2 could not be saved: %s-0002.params: "
+                           "cannot be written (" % prefix), line
+    assert reason in line
+    assert line.endswith("; last complete checkpoint: %s-0001" % prefix)
+    assert artifact.epochs(prefix) == [1] and artifact.load(prefix).epoch == 1
+    # Neither the temporary file nor the incomplete epoch's other files are left.
+    assert sorted(os.path.basename(p) for p in glob.glob(prefix + "-0002*")) == []
+    assert not glob.glob(prefix + "*.tmp-*")
+
+
+@pytest.mark.parametrize("failing", ["-0002.json", "-symbol.json"])
+def test_a_full_disk_writing_the_metadata_or_the_graph(tiny_saved, failing):
+    prefix, model = tiny_saved
+    real = os.fsync
+
+    def fsync(fd):
+        if os.readlink("/proc/self/fd/%d" % fd).endswith("%s.tmp-%d" % (failing, os.getpid())):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real(fd)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(os, "fsync", fsync)
+        with pytest.raises(artifact.ArtifactError) as err:
+            artifact.save(prefix, 2, model, model.arg_params, model.aux_params)
+    assert str(err.value) == "%s%s: cannot be written (No space left on device)" % (prefix,
+                                                                                     failing)
+    assert artifact.epochs(prefix) == [1] and not glob.glob(prefix + "-0002*")
+    assert not glob.glob(prefix + "*.tmp-*")
+    assert artifact.load(prefix).epoch == 1
+
+
+@pytest.fixture
+def tiny_saved(tmp_path):
+    model = tiny_model()
+    model.init_params(seed=0)
+    prefix = str(tmp_path / "tiny")
+    artifact.save(prefix, 1, model, model.arg_params, model.aux_params)
+    return prefix, model
+
+
+class UnreadableAt(InMemoryDataset):
+    """A validation set whose image ``bad`` cannot be decoded."""
+
+    def __init__(self, count, bad):
+        super().__init__(count, seed=1)
+        self.bad = bad
+
+    def __getitem__(self, index):
+        if index == self.bad:
+            raise DataError("val/%06d.jpg: not a decodable image" % index)
+        return super().__getitem__(index)
+
+
+def test_a_failing_validation_keeps_the_epochs_checkpoint(tmp_path):
+    with pytest.raises(TrainingError) as err:
+        train(tmp_path, epochs=3, val_dataset=UnreadableAt(4, bad=2))
+    assert str(err.value) == ("validation after epoch 1 failed, training stopped once the "
+                              "epoch was saved: val/000002.jpg: not a decodable image")
+    prefix = prefix_in(tmp_path)
+    assert artifact.epochs(prefix) == [1]
+    loaded = artifact.load(prefix, 1)
+    assert loaded.meta["best"] is None  # no score recorded for a validation that failed
+    with open(prefix + "-log.csv") as stream:
+        assert len(stream.read().splitlines()) == 2  # the header and epoch 1
+
+
+def test_an_interrupted_saves_leftovers_go_on_the_next_start(tmp_path):
+    train(tmp_path, epochs=1)
+    prefix = prefix_in(tmp_path)
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True).stdout.strip()
+    leftovers = [prefix + "-0002.params.tmp-" + dead, prefix + "-symbol.json.tmp-" + dead]
+    for path in leftovers:
+        with open(path, "wb") as stream:
+            stream.write(b"half")
+    train(tmp_path, epochs=2, resume=prefix)
+    assert not any(os.path.exists(path) for path in leftovers)
+    assert artifact.epochs(prefix) == [1, 2]
+
+
+def test_the_handlers_are_restored_after_a_normal_run():
+    before = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+    model = tiny_model()
+    data = loader(InMemoryDataset(2))
+    Trainer(model, data, TrainerOptions(epochs=1, batch_size=2), OptimizerOptions()).fit()
+    assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == before
+
+
+def test_ctrl_c_outside_training_is_one_line_exit_130(tiny_saved, tmp_path, monkeypatch, capsys):
+    from zoo.jobs import evaluate as evaluate_job
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(evaluate_job, "open_for_artifact", interrupted)
+    prefix, _ = tiny_saved
+    assert main(["eval", "--checkpoint", prefix, "--data-root", str(tmp_path)]) == 130
+    assert error_line(capsys) == "zoo eval: error: interrupted by SIGINT"
+
+
+def test_a_full_disk_writing_the_log_keeps_the_epochs_checkpoint(tmp_path, monkeypatch):
+    import builtins
+    real_open = builtins.open
+
+    def full_disk_open(path, mode="r", *args, **kwargs):
+        if str(path).endswith("-log.csv") and mode == "a":
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+        return real_open(path, mode, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "open", full_disk_open)
+    with pytest.raises(TrainingError) as err:
+        train(tmp_path, epochs=2)
+    assert str(err.value) == ("%s-log.csv: cannot be written (No space left on device); the "
+                              "checkpoint of epoch 1 is saved" % prefix_in(tmp_path))
+    assert artifact.epochs(prefix_in(tmp_path)) == [1]
