@@ -17,6 +17,7 @@ from zoo import artifact, deploy
 from zoo.artifact import ArtifactError
 from zoo.detectors import ARCHITECTURES
 from zoo.engine.module_adapter import optimizer_state, set_optimizer_state
+from zoo.jobs.convert import convert_v1
 from zoo.quantization import int8_layers, quantize
 
 MODEL = "ssd_mobilenetv2_stride8"
@@ -76,7 +77,7 @@ def test_round_trip(tiny, tmp_path):
 
 
 def test_export_writes_a_loadable_artifact(tiny, tmp_path):
-    symbol_file, params_file = tiny.export(str(tmp_path / "exported"), fused=False)
+    symbol_file, params_file = artifact.export(tiny, str(tmp_path / "exported"), fused=False)
     assert symbol_file == str(tmp_path / "exported-symbol.json")
     assert params_file == str(tmp_path / "exported-0000.params")
     loaded = artifact.load(str(tmp_path / "exported"))
@@ -140,8 +141,12 @@ def test_a_users_yaml_is_not_needed_after_training(tmp_path, monkeypatch):
     changed = dict(arch.defaults, nms_threshold=0.2)
     monkeypatch.setattr(type(arch), "defaults", property(lambda self: changed))
     assert zoo.get_model(MODEL, data_shape=128).config["nms_threshold"] == 0.2
-    monkeypatch.setattr(artifact, "get_config", None)  # loading never asks the registry
-    monkeypatch.setattr(artifact, "load_config", None)  # nor reads a YAML file
+    def forbidden(*args, **kwargs):
+        raise AssertionError("loading asked the registry or read a YAML file")
+    for module in (zoo, zoo.registry, zoo.config):  # loading never asks the registry
+        for name in ("get_config", "get_model", "load_config", "list_models"):
+            if hasattr(module, name):
+                monkeypatch.setattr(module, name, forbidden)
     (tmp_path / "elsewhere").mkdir()
     monkeypatch.chdir(tmp_path / "elsewhere")
 
@@ -457,7 +462,7 @@ def write_format1(model, prefix, epoch=2, meta=None):
 
 def test_convert_v1_in_place(tiny, tmp_path):
     prefix = write_format1(tiny, tmp_path / "old")
-    report = artifact.convert_v1(prefix)
+    report = convert_v1(prefix)
     assert "\n" not in report
     assert report.startswith("converted %s epoch 2 to format 2" % prefix)
     assert prefix + "-0002.states" in report
@@ -476,7 +481,7 @@ def test_convert_v1_to_another_prefix_keeps_int8_calibration(tiny, tmp_path):
             "quantization": calibration}
     prefix = write_format1(tiny, tmp_path / "old", meta=meta)
     output = str(tmp_path / "new")
-    artifact.convert_v1(prefix, output=output)
+    convert_v1(prefix, output=output)
     assert os.path.exists(prefix + "-0002.states")  # the original is left as it was
     loaded = artifact.load(output)
     assert loaded.is_int8 and loaded.precision["calibration"] == calibration
@@ -485,5 +490,5 @@ def test_convert_v1_to_another_prefix_keeps_int8_calibration(tiny, tmp_path):
 def test_convert_v1_needs_the_yaml_it_names(tiny, tmp_path):
     meta = {"network": "myconfigs/gone.yaml", "overrides": {}}
     prefix = write_format1(tiny, tmp_path / "old", meta=meta)
-    message = one_line_error(prefix, "-0002.json", load=artifact.convert_v1)
+    message = one_line_error(prefix, "-0002.json", load=convert_v1)
     assert "'myconfigs/gone.yaml'" in message

@@ -182,7 +182,7 @@ def test_a_missing_file_is_one_line(tmp_path, capsys):
     path = str(tmp_path / "nowhere.yaml")
     assert zoo_main(["check", path]) == 1
     assert capsys.readouterr().err.splitlines() == [
-        "FAIL [Errno 2] No such file or directory: %r" % path]
+        "FAIL nowhere: <file> = %r: a readable YAML file (No such file or directory)" % path]
 
 
 def test_the_corpus_base_files_are_good(tmp_path, no_graph):

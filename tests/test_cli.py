@@ -14,6 +14,7 @@ import zoo
 from zoo import artifact
 from zoo.cli import COMMANDS, build_parser, main
 from zoo.data import embedded
+from zoo.detectors import ssd
 from zoo.jobs.quickstart import python_line
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -22,6 +23,23 @@ ENV = dict(os.environ, PYTHONPATH=ROOT, OMP_NUM_THREADS="1")
 
 def zoo_run(*argv, cwd=ROOT):
     return subprocess.run([sys.executable, "-m", "zoo", *argv], cwd=str(cwd), env=ENV,
+                          capture_output=True, text=True, timeout=600)
+
+
+CHANGED_DEFAULTS = {"nms_threshold": 0.9, "nms_topk": 5, "variances": [0.3, 0.3, 0.5, 0.5],
+                    "mean_pixels": [0.0, 0.0, 0.0]}
+"""SSD defaults unlike the schema's, none of which the trained config sets."""
+CHANGE_DEFAULTS = (
+    "import types, zoo.detectors.ssd as ssd; fields = ssd.SCHEMA.fields; "
+    "ssd.SCHEMA.fields = types.MappingProxyType(dict(fields, **{name: fields[name]."
+    "with_default(value) for name, value in %r.items()}))" % (CHANGED_DEFAULTS,))
+"""Python code that changes those defaults in the config code (zoo/schema.py Fields)."""
+
+
+def zoo_run_changed_defaults(*argv, cwd):
+    """``zoo_run`` in a process whose config code has :data:`CHANGED_DEFAULTS`."""
+    code = CHANGE_DEFAULTS + "; import sys; from zoo.cli import main; sys.exit(main(sys.argv[1:]))"
+    return subprocess.run([sys.executable, "-c", code, *argv], cwd=str(cwd), env=ENV,
                           capture_output=True, text=True, timeout=600)
 
 
@@ -123,7 +141,8 @@ def shapes(tmp_path_factory):
 
 def test_train_eval_demo_quantize_export_from_other_folders(shapes, tmp_path, monkeypatch):
     """The whole path through ``python -m zoo``: trained in one folder from a user's YAML
-    (by relative path), then used from another folder once the YAML is gone."""
+    (by relative path), then used from another folder once the YAML is gone, and once
+    defaults in the config code have changed: the same detections, the trained config."""
     work, elsewhere = tmp_path / "work", tmp_path / "elsewhere"
     (work / "myconfigs").mkdir(parents=True)
     elsewhere.mkdir()
@@ -144,10 +163,32 @@ def test_train_eval_demo_quantize_export_from_other_folders(shapes, tmp_path, mo
     assert done.returncode == 0, done.stderr[-2000:]
     assert "4 images of shapes/val, epoch 1" in done.stdout and "COCO AP" in done.stdout
     assert json.loads((work / "run" / "tiny-eval-val.json").read_text())["images"] == 4
-    done = zoo_run("demo", "--checkpoint", prefix, "--image", "shapes/JPEGImages/000008.jpg",
-                   "--threshold", "0", "--output", "pictures/demo.png", cwd=elsewhere)
+    demo = ("demo", "--checkpoint", prefix, "--image", "shapes/JPEGImages/000008.jpg",
+            "--threshold", "0", "--output")
+    done = zoo_run(*demo, "pictures/demo.png", cwd=elsewhere)
     assert done.returncode == 0, done.stderr[-2000:]
     assert (elsewhere / "pictures" / "demo.png").read_bytes()[:4] == b"\x89PNG"
+    trained = artifact.load(str(work / "run" / "tiny")).meta["config"]
+    # From here on the config code's defaults differ, here and in the subprocesses: a model
+    # built afresh from the same YAML gets them, the artifact keeps what it was trained with.
+    monkeypatch.setattr(ssd.SCHEMA, "fields", ssd.SCHEMA.fields)  # restored after the test
+    exec(CHANGE_DEFAULTS, {})
+    fresh = zoo.build_model(config, data_shape=192).config
+    loaded = artifact.load(str(work / "run" / "tiny")).model.config
+    for name, value in CHANGED_DEFAULTS.items():
+        assert fresh[name] == value != trained[name] == loaded[name], name
+    done = zoo_run_changed_defaults("eval", "--checkpoint", prefix, "--data-root", "shapes",
+                                    "--no-progress", "--output", "changed.json", cwd=elsewhere)
+    assert done.returncode == 0, done.stderr[-2000:]
+    scores = json.loads((work / "run" / "tiny-eval-val.json").read_text())
+    assert json.loads((elsewhere / "changed.json").read_text())["voc"] == scores["voc"]
+    detections = (work / "run" / "tiny-eval-val-detections.json").read_text()
+    assert len(json.loads(detections)) > 0
+    assert (elsewhere / "changed-detections.json").read_text() == detections
+    done = zoo_run_changed_defaults(*demo, "pictures/changed.png", cwd=elsewhere)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert ((elsewhere / "pictures" / "changed.png").read_bytes()
+            == (elsewhere / "pictures" / "demo.png").read_bytes())
     # The line `zoo quickstart` ends with runs as printed.
     monkeypatch.chdir(elsewhere)
     line = python_line(str(work / "run" / "tiny"), "shapes/JPEGImages/000008.jpg")
@@ -155,18 +196,22 @@ def test_train_eval_demo_quantize_export_from_other_folders(shapes, tmp_path, mo
     assert '("%s")("shapes/JPEGImages/000008.jpg")' % (work / "run" / "tiny") in line
     done = subprocess.run(line, shell=True, env=ENV, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-2000:]
-    done = zoo_run("quantize", "--checkpoint", prefix, "--data-root", "shapes",
-                   "--batch-size", "4", "--calib-batches", "1", "--output", "int8/tiny",
-                   cwd=elsewhere)
+    done = zoo_run_changed_defaults("quantize", "--checkpoint", prefix, "--data-root", "shapes",
+                                    "--batch-size", "4", "--calib-batches", "1", "--output",
+                                    "int8/tiny", cwd=elsewhere)
     assert done.returncode == 0, done.stderr[-2000:]
     assert artifact.load(str(elsewhere / "int8" / "tiny")).is_int8
-    done = zoo_run("export", "--checkpoint", "int8/tiny", "--output", "deploy/int8",
-                   cwd=elsewhere)
+    done = zoo_run_changed_defaults("export", "--checkpoint", "int8/tiny", "--output",
+                                    "deploy/int8", cwd=elsewhere)
     assert done.returncode == 0, done.stderr[-2000:]
     assert artifact.load(str(elsewhere / "deploy" / "int8")).is_int8
-    done = zoo_run("export", "--checkpoint", prefix, "--no-fuse", "--output", "deploy/gpu",
-                   cwd=elsewhere)
+    done = zoo_run_changed_defaults("export", "--checkpoint", prefix, "--no-fuse", "--output",
+                                    "deploy/gpu", cwd=elsewhere)
     assert done.returncode == 0 and not artifact.load(str(elsewhere / "deploy" / "gpu")).is_int8
+    for written in ("int8/tiny", "deploy/int8", "deploy/gpu"):
+        stored = artifact.load(str(elsewhere / written)).meta["config"]
+        assert {name: stored[name] for name in CHANGED_DEFAULTS} == {
+            name: trained[name] for name in CHANGED_DEFAULTS}, written
     done = zoo_run("export", "--checkpoint", "int8/tiny", "--no-fuse", "--output", "x",
                    cwd=elsewhere)
     assert done.returncode == 1 and done.stderr.startswith("zoo export: error: ")

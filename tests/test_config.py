@@ -1,4 +1,5 @@
 """Configs, registry, overrides and validation errors."""
+import os
 import textwrap
 
 import pytest
@@ -161,3 +162,17 @@ def test_checker_fails_on_broken_config(tmp_path, capsys):
     assert zoo_main(["check", path]) == 1
     err = capsys.readouterr().err
     assert "FAIL broken: from_layers[0] = 'stage3_unit6_relu'" in err
+
+
+@pytest.mark.parametrize("make, reason", [(lambda tmp: tmp / "missing.yaml",
+                                           "No such file or directory"),
+                                          (lambda tmp: tmp, "Is a directory")],
+                         ids=["missing", "a-folder"])
+def test_checker_fails_on_an_unreadable_path_in_one_line(tmp_path, capsys, make, reason):
+    path = str(make(tmp_path))
+    assert zoo_main(["check", path]) == 1
+    captured = capsys.readouterr()
+    name = os.path.splitext(os.path.basename(path))[0]
+    assert captured.err == "FAIL %s: <file> = %r: a readable YAML file (%s)\n" % (
+        name, path, reason)
+    assert captured.out.splitlines()[-1] == "1 configs checked, 1 failed"

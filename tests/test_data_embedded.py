@@ -1,5 +1,6 @@
 """The generated shapes dataset: deterministic, idempotent, learnable, a real VOC folder."""
 import os
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
@@ -71,3 +72,36 @@ def test_objects_are_learnable(tmp_path):
                 assert embedded.covered_fraction(box, other) <= embedded.MAX_COVERED + 0.05
     image, label = val[0]
     assert image.shape == (size, size, 3) and len(label) >= 1
+
+
+def test_boxes_read_back_as_the_shapes_inclusive_pixel_extent(tmp_path, monkeypatch):
+    """Each shape is also drawn, in its own colours, on a black and on a white canvas: the
+    difference gives its coverage of every pixel, independent of the colours. The box read
+    back from the VOC folder must be the first and last pixel covered at least half, and so
+    inside the image."""
+    size, count = 64, 12
+    real_draw = embedded.draw_shape
+    extents = []
+
+    def recording_draw(image, shape, rng):
+        state = rng.get_state()
+        canvases = []
+        for value in (0, 255):
+            canvas = np.full_like(image, value)
+            rng.set_state(state)
+            real_draw(canvas, shape, rng)  # the same colours as on the image
+            canvases.append(canvas.astype(np.int32))
+        coverage = 1 - (canvases[1] - canvases[0]).max(axis=2) / 255
+        ys, xs = np.nonzero(coverage >= 0.5)
+        extents.append([xs.min(), ys.min(), xs.max(), ys.max()])
+        rng.set_state(state)
+        real_draw(image, shape, rng)
+
+    monkeypatch.setattr(embedded, "draw_shape", recording_draw)
+    monkeypatch.setattr(embedded, "ThreadPoolExecutor", lambda workers: ThreadPoolExecutor(1))
+    root = embedded.generate(str(tmp_path / "shapes"), seed=5, num_train=count, num_val=0,
+                             image_size=size)
+    boxes = np.concatenate([r.boxes for r in VOCDataset(root, "train").records])
+    np.testing.assert_array_equal(boxes, np.array(extents, dtype=boxes.dtype))
+    assert boxes.min() >= 0 and boxes[:, 2:].max() <= size - 1
+    assert boxes[:, 2:].max() == size - 1  # some shape reaches the edge: the clipped case

@@ -9,6 +9,7 @@ import pytest
 from pycocotools.coco import COCO
 
 import zoo
+from zoo import artifact
 from zoo.deploy import Predictor, mkldnn_available
 from zoo.detector import Detections, Detector, write_coco_results
 from zoo.evaluation import val_transform
@@ -58,7 +59,7 @@ def as_rows(found):
 @pytest.mark.parametrize("name", ["ssd", "faster_rcnn"])
 def test_boxes_are_the_graphs_rows_in_the_images_pixels(name, request):
     model = request.getfixturevalue(name)
-    detector = model.detector()
+    detector = Detector.from_model(model)
     image = random_image(90, 150)
     found = detector(image, **ALL)
     assert isinstance(found, Detections)
@@ -75,7 +76,7 @@ def test_boxes_are_the_graphs_rows_in_the_images_pixels(name, request):
 
 
 def test_gray_rgba_and_path_inputs_are_the_rgb_image(ssd, tmp_path):
-    detector = ssd.detector()
+    detector = Detector.from_model(ssd)
     gray = random_image(70, 90)[:, :, 0]
     rgb = np.dstack([gray] * 3)
     path = tmp_path / "image.png"
@@ -100,14 +101,14 @@ def test_gray_rgba_and_path_inputs_are_the_rgb_image(ssd, tmp_path):
 ])
 def test_a_bad_input_is_one_line_naming_its_index(ssd, bad, expected):
     with pytest.raises(ValueError) as caught:
-        ssd.detector()([random_image(20, 20), random_image(30, 20), bad], batch_size=2)
+        Detector.from_model(ssd)([random_image(20, 20), random_image(30, 20), bad], batch_size=2)
     message = str(caught.value)
     assert message.startswith("image 2: ") and expected in message and "\n" not in message
     assert isinstance(caught.value, zoo.DataError)
 
 
 def test_batches_give_what_single_images_give(ssd):
-    detector = ssd.detector()
+    detector = Detector.from_model(ssd)
     images = [random_image(40 + 10 * i, 60 + 7 * i, seed=i) for i in range(5)]
     one_by_one = [detector(image, **ALL) for image in images]
     batched = detector(images, batch_size=2, **ALL)
@@ -137,7 +138,7 @@ def test_one_executor_per_input_shape_bound_once(ssd, monkeypatch):
 
 
 def test_images_no_worker_has_started_are_prepared_by_the_caller(ssd, monkeypatch):
-    detector = ssd.detector()
+    detector = Detector.from_model(ssd)
     preparers = []
     prepare = detector.prepare
 
@@ -151,12 +152,12 @@ def test_images_no_worker_has_started_are_prepared_by_the_caller(ssd, monkeypatc
     images = [random_image(30, 40, seed=i) for i in range(6)]
     found = detector(images, batch_size=3, **ALL)
     assert any(preparers) and len(preparers) == len(images)
-    expected = ssd.detector()(images, batch_size=3, **ALL)
+    expected = Detector.from_model(ssd)(images, batch_size=3, **ALL)
     assert all(np.array_equal(as_rows(a), as_rows(b)) for a, b in zip(found, expected))
 
 
 def test_score_threshold_and_max_detections(ssd):
-    detector = ssd.detector()
+    detector = Detector.from_model(ssd)
     image = random_image(64, 64)
     every = detector(image, **ALL)
     threshold = float(np.median(every.scores))
@@ -170,7 +171,7 @@ def test_score_threshold_and_max_detections(ssd):
 
 
 def test_detector_defaults_to_numbered_class_names(faster_rcnn):
-    found = faster_rcnn.detector()(random_image(50, 50), **ALL)
+    found = Detector.from_model(faster_rcnn)(random_image(50, 50), **ALL)
     assert set(found.names) <= {"0", "1", "2"} and len(found) > 0
 
 
@@ -199,12 +200,13 @@ def test_an_int8_graph_runs_in_int8(ssd, int8):
 
 def test_load_detector_runs_the_artifacts_graph(ssd, tmp_path):
     prefix = str(tmp_path / "ssd")
-    ssd.export(prefix)
+    artifact.export(ssd, prefix)
     loaded = zoo.load_detector(prefix)
     assert loaded.class_names == NAMES
     image = random_image(60, 80)
     np.testing.assert_allclose(as_rows(loaded(image, **ALL)),
-                               as_rows(ssd.detector()(image, **ALL)), rtol=1e-6, atol=1e-4)
+                               as_rows(Detector.from_model(ssd)(image, **ALL)),
+                               rtol=1e-6, atol=1e-4)
 
 
 def test_an_int8_artifact_runs_in_int8(ssd, int8, tmp_path):
@@ -221,7 +223,7 @@ def test_an_int8_artifact_runs_in_int8(ssd, int8, tmp_path):
 
 
 def test_coco_results_load_in_pycocotools(ssd, tmp_path):
-    detector = ssd.detector()
+    detector = Detector.from_model(ssd)
     images = [random_image(40, 60), random_image(50, 30, seed=1)]
     found = detector(images, max_detections=5, score_threshold=0.0)
     path = write_coco_results(str(tmp_path / "results.json"), zip([7, 9], found),
@@ -244,7 +246,7 @@ def test_coco_results_load_in_pycocotools(ssd, tmp_path):
 
 def test_draw_marks_the_boxes_as_draw_detections_does(ssd):
     image = random_image(80, 120)
-    found = ssd.detector()(image, score_threshold=0.0, max_detections=3)
+    found = Detector.from_model(ssd)(image, score_threshold=0.0, max_detections=3)
     drawn = draw(image, found)
     assert drawn.shape == image.shape and not np.array_equal(drawn, image)
     rows = np.column_stack([found.labels, found.scores,

@@ -1,10 +1,13 @@
 """Faults during training: SIGINT and SIGTERM stop at a batch boundary with one line and the
 last complete checkpoint intact, a full disk loses no saved epoch, a failing validation
-keeps its epoch's checkpoint, and a killed save's leftovers go on the next start (the
+keeps its epoch's checkpoint (and a bad validation image stops the run before its first
+epoch, or is skipped), and a killed save's leftovers go on the next start (the
 divergence stop naming a finite checkpoint: tests/test_training.py)."""
 import errno
 import glob
+import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -271,3 +274,49 @@ def test_a_full_disk_writing_the_log_keeps_the_epochs_checkpoint(tmp_path, monke
     assert str(err.value) == ("%s-log.csv: cannot be written (No space left on device); the "
                               "checkpoint of epoch 1 is saved" % prefix_in(tmp_path))
     assert artifact.epochs(prefix_in(tmp_path)) == [1]
+
+
+def with_bad_val_image(shapes, tmp_path):
+    """A copy of ``shapes`` whose second validation image is a JPEG cut short with an end
+    marker appended: its header reads, so only decoding it finds the fault. Returns the
+    copy and the image's path."""
+    root = shutil.copytree(shapes, str(tmp_path / "data"))
+    with open(os.path.join(root, "ImageSets", "Main", "val.txt")) as stream:
+        path = os.path.join(root, "JPEGImages", stream.read().split()[1] + ".jpg")
+    with open(path, "rb") as stream:
+        jpeg = stream.read()
+    with open(path, "wb") as stream:
+        stream.write(jpeg[:int(len(jpeg) * 0.7)] + b"\xff\xd9")
+    return root, path
+
+
+def test_a_bad_validation_image_stops_before_the_first_epoch(shapes, tmp_path, monkeypatch,
+                                                             capsys):
+    root, path = with_bad_val_image(shapes, tmp_path)
+    monkeypatch.setattr(Trainer, "fit", lambda *args: pytest.fail("training started"))
+    assert main(train_argv(root, tmp_path / "out")) == 1
+    assert error_line(capsys) == ("zoo train: error: %s: corrupt JPEG: Corrupt JPEG data: "
+                                  "premature end of data segment" % path)
+    assert not os.path.exists(tmp_path / "out") or not os.listdir(tmp_path / "out")
+
+
+def test_skip_bad_drops_a_bad_validation_image_for_training_and_eval(shapes, tmp_path, capsys):
+    root, path = with_bad_val_image(shapes, tmp_path)
+    output = tmp_path / "out"
+    with pytest.warns(UserWarning) as caught:
+        assert main(train_argv(root, output, epochs=1) + ["--skip-bad"]) == 0
+    messages = [str(w.message) for w in caught if "skipped" in str(w.message)]
+    assert messages == ["%s: skipped 1 bad record; first: %s: corrupt JPEG: Corrupt JPEG "
+                        "data: premature end of data segment"
+                        % (os.path.join(root, "ImageSets", "Main", "val.txt"), path)]
+    prefix = str(output / NETWORK)
+    assert artifact.epochs(prefix) == [1] and artifact.load(prefix).meta["best"] is not None
+    capsys.readouterr()
+    eval_argv = ["eval", "--checkpoint", prefix, "--data-root", root, "--no-progress"]
+    assert main(eval_argv) == 1  # strict: the loader stops at the bad image
+    assert error_line(capsys).startswith("zoo eval: error: %s: corrupt JPEG" % path)
+    with pytest.warns(UserWarning, match=r"val\.txt: skipped 1 bad record; first: .*corrupt"):
+        assert main(eval_argv + ["--skip-bad"]) == 0
+    assert capsys.readouterr().out.startswith("3 images of %s/val, epoch 1" % root)
+    with open(prefix + "-eval-val.json") as stream:
+        assert json.load(stream)["images"] == 3

@@ -5,6 +5,7 @@ import mxnet as mx
 import pytest
 
 import zoo
+from zoo import artifact
 from zoo.deploy import fuse
 
 BOTTLENECK_WIDTH = 256
@@ -41,7 +42,7 @@ def test_num_params_matches_arrays_and_exported_file(name, models, tmp_path):
     assert model.num_params() == sum(a.size for a in args.values())
     assert not set(args) & {"data", "label"}
     assert all(k.endswith(("moving_mean", "moving_var")) for k in aux)
-    symbol_file, params_file = model.export(str(tmp_path / name))
+    symbol_file, params_file = artifact.export(model, str(tmp_path / name))
     assert os.path.getsize(params_file) == expected_params_file_size(args, aux)
     loaded_sym, loaded_args, loaded_aux = mx.model.load_checkpoint(str(tmp_path / name), 0)
     assert loaded_sym.tojson() == fuse(model.symbol()).tojson()

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import zoo
+from zoo import artifact
 from zoo.deploy import Predictor, fuse
 from zoo.quantization import calibration_iter, int8_layers, quantize
 
@@ -67,8 +68,8 @@ def test_fused_graph_computes_what_the_plain_graph_does(stride8, monkeypatch):
 def test_fused_export_loads_and_detects_the_same(stride8, tmp_path):
     model, arg_params, aux_params = stride8
     model.arg_params, model.aux_params = arg_params, aux_params
-    model.export(str(tmp_path / "fused"))
-    model.export(str(tmp_path / "plain"), fused=False)
+    artifact.export(model, str(tmp_path / "fused"))
+    artifact.export(model, str(tmp_path / "plain"), fused=False)
     data = images(model, 1, seed=2)
     loaded = {kind: mx.model.load_checkpoint(str(tmp_path / kind), 0)
               for kind in ("fused", "plain")}

@@ -8,6 +8,7 @@ import cv2
 import numpy as np
 
 import zoo
+from zoo import artifact
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SECTION = "## Use a trained detector"
@@ -37,7 +38,7 @@ def write_demo_files():
         if name.endswith("_cls_bias"):
             bias[:] = np.where(np.arange(bias.shape[0]) % (len(CLASSES) + 1) == 1, 8.0, 0.0)
     os.makedirs(os.path.dirname(PREFIX))
-    model.export(PREFIX)
+    artifact.export(model, PREFIX)
     os.makedirs(os.path.dirname(IMAGE))
     image = np.random.RandomState(0).randint(0, 256, (120, 160, 3), dtype=np.uint8)
     assert cv2.imwrite(IMAGE, image)

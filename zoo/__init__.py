@@ -1,11 +1,7 @@
 """An object-detection model zoo on Apache MXNet whose configs are checked against the graph."""
 import os
-from importlib import metadata as _metadata
 
-try:
-    __version__ = _metadata.version("mxnet-detection-zoo")
-except _metadata.PackageNotFoundError:  # a source tree used without installing it
-    __version__ = "unknown"
+from .version import __version__
 
 # MXNet's CPU operators otherwise run element-wise work (ReLU6's clip, batch norm) on one
 # OpenMP thread here; all cores halve the training step. Only effective before MXNet loads.
@@ -18,6 +14,5 @@ from .registry import get_config, get_model, list_models
 from .detector import Detections, Detector, load_detector  # noqa: I001  builds on the above
 
 __all__ = ["ConfigError", "DataError", "DetectionModel", "Detections", "Detector",
-           "PretrainedNotFound", "build_model", "load_detector",
-           "get_config",
-           "get_model", "list_models", "load_config"]
+           "PretrainedNotFound", "__version__", "build_model", "get_config", "get_model",
+           "list_models", "load_config", "load_detector"]

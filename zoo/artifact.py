@@ -27,12 +27,10 @@ from dataclasses import dataclass
 import mxnet as mx
 import numpy as np
 
-from . import __version__, deploy
-from .config import load_config
-from .engine.module_adapter import OptimizerState
+from . import deploy
+from .version import __version__
 from .errors import ConfigError
 from .model import DetectionModel, build_model
-from .registry import get_config
 
 FORMAT_VERSION = 2
 _CHUNK = 1 << 20
@@ -54,6 +52,14 @@ def epoch_files(prefix, epoch):
 
 def symbol_path(prefix):
     return prefix + "-symbol.json"
+
+
+@dataclass
+class OptimizerState:
+    """An optimizer's per-parameter arrays (name -> NDArray, for ``mx.nd.save``) and the
+    JSON-able rest: optimizer class, settings, update counts and each state's structure."""
+    arrays: dict
+    info: dict
 
 
 @dataclass(frozen=True)
@@ -148,7 +154,7 @@ def save(prefix, epoch, model, arg_params, aux_params, *, symbol=None, precision
     MKL-DNN). ``precision``: ``{"dtype": "fp32"}`` (default) or ``{"dtype": "int8",
     "calibration": {...}}``. ``best``: ``{"epoch", "metric", "value"}`` of the best
     validation so far, or None. ``training``: the JSON-able training options.
-    ``optimizer_state``: a :class:`~zoo.engine.module_adapter.OptimizerState` or None.
+    ``optimizer_state``: a :class:`OptimizerState` or None.
     """
     precision = precision or {"dtype": "fp32"}
     if precision.get("dtype") not in ("fp32", "int8"):
@@ -252,7 +258,7 @@ def _parse_json(path, data):
     return value
 
 
-def _read_json(path):
+def read_json(path):
     return _parse_json(path, _read_bytes(path))
 
 
@@ -276,7 +282,7 @@ def read_meta(prefix, epoch):
     if not os.path.exists(path):
         raise ArtifactError("%s: no epoch %d (complete epochs: %s)" % (
             prefix, epoch, ", ".join(map(str, epochs(prefix))) or "none"))
-    meta = _read_json(path)
+    meta = read_json(path)
     _check_format(path, meta, prefix, ("epoch", "config", "class_names", "preprocessing",
                                        "precision", "params_sha256"))
     _check_meta(path, meta, epoch)
@@ -331,7 +337,7 @@ def _read_arrays(path, sha256, record):
     return arrays
 
 
-def _read_params(path, sha256=None, record=None):
+def read_params(path, sha256=None, record=None):
     """``(arg_params, aux_params)`` of a parameter file (see :func:`_read_arrays`) whose
     floating-point arrays must be finite."""
     saved = _read_arrays(path, sha256, record)
@@ -347,7 +353,7 @@ def _check_finite(path, arrays):
             raise ArtifactError("%s: %s holds NaN or infinite values" % (path, name))
 
 
-def _read_symbol(prefix):
+def read_symbol(prefix):
     path = symbol_path(prefix)
     data = _read_bytes(path)
     # Parsed here first: MXNet's own error for a truncated graph is not even UTF-8.
@@ -368,8 +374,8 @@ def load(prefix, epoch=None, ctx=None):
     epoch = _default_epoch(prefix) if epoch is None else epoch
     files = epoch_files(prefix, epoch)
     meta = read_meta(prefix, epoch)
-    arg_params, aux_params = _read_params(files.params, meta["params_sha256"], files.meta)
-    symbol = _read_symbol(prefix)
+    arg_params, aux_params = read_params(files.params, meta["params_sha256"], files.meta)
+    symbol = read_symbol(prefix)
     ctx = ctx or mx.cpu()
     arg_params = {k: v.as_in_context(ctx) for k, v in arg_params.items()}
     aux_params = {k: v.as_in_context(ctx) for k, v in aux_params.items()}
@@ -392,7 +398,7 @@ def _stored_model(path, meta):
 
 
 def load_optimizer_state(prefix, epoch):
-    """The :class:`~zoo.engine.module_adapter.OptimizerState` saved with epoch ``epoch``,
+    """The :class:`OptimizerState` saved with epoch ``epoch``,
     or None if it has none. Reads MXNet's binary NDArray format and JSON only: a pickled
     (format-1) ``.states`` file is refused, never unpickled."""
     files = epoch_files(prefix, epoch)
@@ -401,7 +407,7 @@ def load_optimizer_state(prefix, epoch):
             raise ArtifactError("%s: an optimizer state without %s (a format-1 pickle, which "
                                 "the zoo never unpickles)" % (files.states, files.states_meta))
         return None
-    info = _read_json(files.states_meta)
+    info = read_json(files.states_meta)
     _check_format(files.states_meta, info, prefix,
                   ("settings", "num_update", "parameters", "states_sha256"))
     arrays = _read_arrays(files.states, info["states_sha256"], files.states_meta)
@@ -454,65 +460,17 @@ def _running(pid):
 
 # Format 1
 
-def convert_v1(prefix, epoch=None, output=None):
-    """Rewrite a format-1 checkpoint (every complete epoch, or ``epoch``) as a format-2
-    artifact at ``output`` (default: in place); returns a one-line report.
 
-    Format 1 named its model (a registered name or a YAML path) instead of storing its
-    config: this is the one place that rebuilds a model from the registry or a YAML file,
-    so run it where the checkpoint was trained. Its pickled optimizer state is never read:
-    a converted epoch has none, and in place its ``.states`` file is removed.
-    """
-    chosen = ([number for number in epochs(prefix)
-               if "format" not in _read_json(epoch_files(prefix, number).meta)]
-              if epoch is None else [epoch])
-    if not chosen:
-        raise ArtifactError("no complete format-1 checkpoint %s-NNNN.params/.json" % prefix)
-    output = output or prefix
-    dropped = []
-    for number in chosen:
-        files = epoch_files(prefix, number)
-        if os.path.exists(files.states):
-            dropped.append(files.states)
-        _convert_epoch(prefix, number, output)
-    report = "converted %s epoch%s %s to format %d at %s" % (
-        prefix, "s" if len(chosen) > 1 else "", ", ".join(map(str, chosen)), FORMAT_VERSION,
-        output)
-    if dropped:
-        report += ("; the pickled optimizer state%s %s %s not read (a resume from %s starts "
-                   "the optimizer afresh)" % ("s" if len(dropped) > 1 else "",
-                                              ", ".join(dropped),
-                                              "were" if len(dropped) > 1 else "was",
-                                              "them" if len(dropped) > 1 else "it"))
-    return report
+def export(model, prefix, epoch=0, fused=True):
+    """Write epoch ``epoch`` of a complete artifact of ``model`` (initialising its parameters
+    first if none are set), which :func:`load` reads. Returns the graph's and the
+    parameters' paths.
 
-
-def _convert_epoch(prefix, epoch, output):
-    files = epoch_files(prefix, epoch)
-    meta = _read_json(files.meta)
-    if "format" in meta:
-        raise ArtifactError("%s: already format %r" % (files.meta, meta["format"]))
-    if "network" not in meta:
-        raise ArtifactError("%s: not a format-1 checkpoint (no 'network' field)" % files.meta)
-    model = build_model(_v1_config(files.meta, meta["network"]), **meta.get("overrides", {}))
-    arg_params, aux_params = _read_params(files.params)
-    symbol = _read_symbol(prefix)
-    calibration = meta.get("quantization")
-    precision = ({"dtype": "int8", "calibration": calibration} if calibration
-                 else {"dtype": "fp32"})
-    training = {k: v for k, v in meta.items()
-                if k not in ("network", "overrides", "epoch", "quantization")}
-    # In place, save() also removes the pickled .states: no optimizer state is written.
-    save(output, epoch, model, arg_params, aux_params, symbol=symbol, precision=precision,
-         training=training or None)
-
-
-def _v1_config(meta_path, network):
-    if os.path.exists(network):
-        return load_config(network)
-    try:
-        return get_config(network)
-    except KeyError:
-        raise ArtifactError("%s: its model %r is neither a YAML file here nor a registered "
-                            "model; convert it from the folder it was trained in"
-                            % (meta_path, network)) from None
+    ``fused`` writes the graph with MKL-DNN's fused operators (see :mod:`zoo.deploy`),
+    which loads only in MXNet builds with MKL-DNN; ``fused=False`` writes the portable
+    graph (e.g. for GPUs)."""
+    if model.arg_params is None:
+        model.init_params()
+    symbol = deploy.fuse(model.symbol()) if fused else model.symbol()
+    save(prefix, epoch, model, model.arg_params, model.aux_params, symbol=symbol)
+    return symbol_path(prefix), epoch_files(prefix, epoch).params

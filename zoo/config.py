@@ -64,7 +64,7 @@ def load_config(path):
     its name defaults to the file's stem.
 
     A ``base: OTHER`` entry starts from ``OTHER.yaml``, looked for beside the file, then
-    in the registry (:func:`zoo.registry.configs_dir`), and replaces the fields this file
+    in the registry (:func:`configs_dir`), and replaces the fields this file
     sets. Raises :class:`zoo.ConfigError` (one line) for a bad file, an unknown field, a
     missing base or a loop of bases, and for any field the schema rejects.
     """
@@ -102,11 +102,16 @@ def _read_chain(path, chain):
     return merged
 
 
+def configs_dir():
+    """The packaged configs (``zoo/configs`` when installed, ``configs/`` in a checkout)."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    installed = os.path.join(here, "configs")
+    return installed if os.path.isdir(installed) else os.path.join(os.path.dirname(here), "configs")
+
+
 def _find_base(path, base):
     """``BASE.yaml`` beside ``path``, else in the registry (a file never bases on itself: a
     user's own ``ssd_resnet50.yaml`` may start from the registered one)."""
-    from .registry import configs_dir  # the registry builds models from configs
-
     if not isinstance(base, str) or not base:
         raise ConfigError(_stem(path), "base", base, "the name of another config file")
     file_name = base if base.endswith(".yaml") else base + ".yaml"
@@ -132,6 +137,9 @@ def _read_yaml(path):
     except UnicodeDecodeError as err:
         raise ConfigError(name, "<file>", path, "UTF-8 text (byte %d is not)" % err.start) \
             from None
+    except OSError as err:  # missing, a folder, unreadable
+        raise ConfigError(name, "<file>", path, "a readable YAML file (%s)"
+                          % (err.strerror or err)) from None
     if not isinstance(raw, dict):
         raise ConfigError(name, "<file>", path, "a YAML mapping of config fields")
     return raw

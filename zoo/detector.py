@@ -149,6 +149,13 @@ class Detector:
         self.workers = preparing_threads()
 
     @classmethod
+    def from_model(cls, model, ctx=None):
+        """A detector on an in-memory model's parameters (initialised first if none)."""
+        params = (model.init_params() if model.arg_params is None
+                  else (model.arg_params, model.aux_params))
+        return cls(model, *params, ctx=ctx)
+
+    @classmethod
     def from_artifact(cls, artifact, ctx=None):
         """The detector of a loaded :class:`zoo.artifact.Artifact`, running its own graph."""
         return cls(artifact.model, artifact.arg_params, artifact.aux_params,

@@ -4,7 +4,7 @@ import numpy as np
 
 from . import modeling
 
-from . import deploy, pretrained
+from . import pretrained
 from .config import resolve
 from .detectors import ARCHITECTURES
 from .detectors.base import outputs_by_name
@@ -154,27 +154,3 @@ class DetectionModel:
             self.arg_params.update({k: v.as_in_context(ctx) for k, v in args.items()})
             self.aux_params.update({k: v.as_in_context(ctx) for k, v in aux.items()})
         return self.arg_params, self.aux_params
-
-    def detector(self, ctx=None):
-        """A :class:`zoo.Detector` on this model's parameters (initialised first if none)."""
-        from .detector import Detector  # zoo.detector builds on this module, not the reverse
-        return Detector(self, *(self.init_params() if self.arg_params is None
-                                else (self.arg_params, self.aux_params)), ctx=ctx)
-
-    def export(self, prefix, epoch=0, fused=True):
-        """Write epoch ``epoch`` of a complete artifact (:mod:`zoo.artifact`, format 2:
-        ``prefix-symbol.json``, ``prefix-%04d.params`` in MXNet's checkpoint format and
-        ``prefix-%04d.json`` describing the model), which ``zoo.artifact.load(prefix)``
-        reads; initialises parameters first if none are set. Returns the graph's and the
-        parameters' paths.
-
-        ``fused`` writes the graph with MKL-DNN's fused operators (see :mod:`zoo.deploy`),
-        which loads only in MXNet builds with MKL-DNN; ``fused=False`` writes the portable
-        graph (e.g. for GPUs)."""
-        from . import artifact  # zoo.artifact rebuilds models with this module
-        if self.arg_params is None:
-            self.init_params()
-        symbol = deploy.fuse(self.symbol()) if fused else self.symbol()
-        artifact.save(prefix, epoch, self, self.arg_params, self.aux_params, symbol=symbol)
-        files = artifact.epoch_files(prefix, epoch)
-        return artifact.symbol_path(prefix), files.params

@@ -1,15 +1,8 @@
 """The registry of packaged model configs: one YAML file per model."""
 import os
 
-from .config import load_config
+from .config import configs_dir, load_config
 from .model import build_model
-
-
-def configs_dir():
-    """The packaged configs (``zoo/configs`` when installed, ``configs/`` in a checkout)."""
-    here = os.path.dirname(os.path.abspath(__file__))
-    installed = os.path.join(here, "configs")
-    return installed if os.path.isdir(installed) else os.path.join(os.path.dirname(here), "configs")
 
 
 def list_models():

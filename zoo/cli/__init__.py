@@ -58,7 +58,7 @@ def user_errors():
 def build_parser(command=None):
     """The parser of every command; only ``command``'s flags are declared (importing one
     command's module only)."""
-    from .. import __version__
+    from ..version import __version__
     parser = Parser(prog="zoo", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version="zoo %s" % __version__)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)

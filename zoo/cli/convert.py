@@ -5,7 +5,7 @@ of storing its config. Its pickled optimizer state is never read.
 Example:
     zoo convert --checkpoint output/train/ssd_mobilenetv2
 """
-from ..artifact import convert_v1
+from ..jobs.convert import convert_v1
 from .common import add_checkpoint_flags
 
 

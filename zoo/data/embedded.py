@@ -4,6 +4,10 @@ Each image is a random crop of a photo that ships with SciPy or Matplotlib,
 with one to four outlined shapes drawn on it; the class is the shape (circle,
 square, triangle, star), never the colour. Objects span 15-50% of the image
 side and may overlap a little, but at most 35% of either box is covered.
+A box is the shape's pixel extent, in VOC's inclusive convention: the first and
+last pixel the antialiased shape covers at least half (OpenCV draws with pixel
+centres at whole coordinates and widens antialiased edges, so the extent is
+measured on a mask rather than computed from the outline's coordinates).
 Image i is drawn from ``RandomState([seed, i])`` alone, so the same seed writes
 byte-identical files and an image does not depend on the counts asked for.
 """
@@ -24,8 +28,8 @@ from .voc import CLASS_FILE, annotation_xml
 
 CLASSES = ("circle", "square", "triangle", "star")
 MANIFEST = "manifest.json"
-GENERATOR_VERSION = 1
-"""Bump when the drawing changes, so existing folders are regenerated."""
+GENERATOR_VERSION = 2
+"""Bump when the drawing or the annotations change, so existing folders are regenerated."""
 
 JPEG_QUALITY = 90
 MAX_OBJECTS = 4
@@ -144,14 +148,16 @@ def shrink(photo):
 
 
 def draw_image(rng, size):
-    """One ``size`` x ``size`` RGB image and its objects ``[(class_id, (x1, y1, x2, y2))]``."""
+    """One ``size`` x ``size`` RGB image and its objects ``[(class_id, (x1, y1, x2, y2))]``,
+    each box the shape's inclusive pixel extent (see :func:`pixel_box`)."""
     image = background(rng, size)
-    objects = []
+    objects, placed = [], []
     for _ in range(rng.randint(1, MAX_OBJECTS + 1)):
-        shape = place_shape(rng, size, [box for _, box in objects])
+        shape = place_shape(rng, size, placed)
         if shape is not None:
             draw_shape(image, shape, rng)
-            objects.append((shape["class_id"], shape["box"]))
+            placed.append(shape["box"])
+            objects.append((shape["class_id"], pixel_box(shape, size)))
     return image, objects
 
 
@@ -168,7 +174,8 @@ def background(rng, size):
 
 def place_shape(rng, size, taken):
     """A shape of random class, size and position overlapping ``taken`` boxes only a little;
-    None if no place is found. Its box includes the outline's width."""
+    None if no place is found. Its box, in drawing coordinates, includes the outline's width
+    and is what placement compares (the annotation is the drawn extent, :func:`pixel_box`)."""
     for _ in range(PLACEMENT_TRIES):
         class_id = rng.randint(len(CLASSES))
         extent = rng.uniform(*EXTENT_RANGE) * size
@@ -210,7 +217,21 @@ def draw_shape(image, shape, rng):
     hsv = np.uint8([[[rng.randint(180), rng.randint(150, 256), rng.randint(150, 256)]]])
     fill = tuple(int(c) for c in cv2.cvtColor(hsv, cv2.COLOR_HSV2RGB)[0, 0])
     outline = (rng.randint(0, 40),) * 3 if rng.uniform() < 0.5 else (rng.randint(215, 256),) * 3
+    render(image, shape, fill, tuple(map(int, outline)))
+
+
+def render(image, shape, fill, outline):
+    """Draw a shape's fill and outline, antialiased, in the given colours."""
     points = [np.round(shape["points"] * 16).astype(np.int32)]  # 4 fractional bits
     cv2.fillPoly(image, points, fill, lineType=cv2.LINE_AA, shift=4)
-    cv2.polylines(image, points, True, tuple(map(int, outline)), thickness=shape["outline"],
+    cv2.polylines(image, points, True, outline, thickness=shape["outline"],
                   lineType=cv2.LINE_AA, shift=4)
+
+
+def pixel_box(shape, size):
+    """The inclusive 0-based pixel box ``(x1, y1, x2, y2)`` of the pixels a shape covers at
+    least half, drawn alone on a ``size`` x ``size`` mask (so inside the image)."""
+    mask = np.zeros((size, size), np.uint8)
+    render(mask, shape, 255, 255)
+    ys, xs = np.nonzero(mask >= 128)
+    return (int(xs.min()), int(ys.min()), int(xs.max()), int(ys.max()))

@@ -6,19 +6,11 @@ Optimizer state is kept per parameter name, not per MXNet update index: the inde
 resumes on several and back. Every device's copy of a parameter receives the same summed
 gradient, so the first device's state stands for all of them.
 """
-from dataclasses import dataclass
-
 import mxnet as mx
 
+from ..artifact import OptimizerState
+
 SETTINGS = ("lr", "wd", "momentum", "rescale_grad", "clip_gradient")
-
-
-@dataclass
-class OptimizerState:
-    """An optimizer's per-parameter arrays (name -> NDArray, for ``mx.nd.save``) and the
-    JSON-able rest: optimizer class, settings, update counts and each state's structure."""
-    arrays: dict
-    info: dict
 
 
 def optimizer_settings(module):

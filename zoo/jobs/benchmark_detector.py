@@ -16,7 +16,7 @@ from typing import Optional
 import numpy as np
 
 from ..data import embedded
-from ..detector import load_detector
+from ..detector import Detector, load_detector
 from ..errors import OptionsError
 from ..registry import get_model, list_models
 
@@ -55,7 +55,7 @@ def make_detector(options):
     overrides = {} if options.data_shape is None else {"data_shape": options.data_shape}
     model = get_model(options.network, **overrides)
     model.init_params(seed=0)
-    return model.detector()
+    return Detector.from_model(model)
 
 
 def image_paths(options):

@@ -13,9 +13,15 @@ def data_name(options):
 
 def open_for_artifact(options, loaded):
     """The split ``options`` name (``dataset``, ``data_root``, ``split``, ``skip_bad``,
-    ``class_map``) and the artifact label of each dataset class (see :func:`class_lookup`)."""
+    ``class_map``, ``data_threads``) and the artifact label of each dataset class (see
+    :func:`class_lookup`). With ``skip_bad`` every image is decoded first and the bad ones
+    dropped (one warning with the count), since the job's loader stops at a bad image;
+    without it that first bad image already stops the job with one line."""
     dataset = open_dataset(options.dataset, options.data_root, options.split, options.skip_bad)
-    return dataset, class_lookup(options, list(dataset.class_names), loaded)
+    lookup = class_lookup(options, list(dataset.class_names), loaded)
+    if options.skip_bad:
+        dataset.verify(skip_bad=True, num_workers=options.data_threads)
+    return dataset, lookup
 
 
 def class_lookup(options, names, loaded):

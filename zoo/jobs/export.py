@@ -36,7 +36,7 @@ def export(options):
     if options.network is not None:
         overrides = {"data_shape": options.data_shape} if options.data_shape else {}
         model = build_model(load_network_config(options.network), **overrides)
-        model.export(options.output, fused=options.fused)
+        artifact.export(model, options.output, fused=options.fused)
         return ExportResult(options.output, 0, artifact.epoch_files(options.output, 0).meta)
     source = artifact.load(options.checkpoint, options.epoch)
     if source.is_int8 and not options.fused:

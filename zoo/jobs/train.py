@@ -98,8 +98,7 @@ def make_trainer(options, kvstore=None):
     train_set = open_dataset(options.dataset, options.data_root, options.train_split,
                              options.skip_bad)
     check_batch_size(options, len(train_set), num_workers)
-    val_set = (open_dataset(options.dataset, options.data_root, options.val_split,
-                            options.skip_bad) if options.val_split and rank == 0 else None)
+    val_set = open_val_set(options) if options.val_split and rank == 0 else None
     model = build_train_model(options, train_set.class_names)
     preprocessing = model.preprocessing()
     transform = TrainTransform(model.config["data_shape"], preprocessing["mean"],
@@ -121,6 +120,15 @@ def make_trainer(options, kvstore=None):
                           run=run_record(options))
     return Trainer(model, loader, trainer_options(options), optimizer_options(options),
                    hooks=hooks, kvstore=kvstore)
+
+
+def open_val_set(options):
+    """The validation split with every image decoded once: a bad one stops the run now, in
+    one line, rather than after the first epoch (with ``skip_bad`` it is dropped)."""
+    val_set = open_dataset(options.dataset, options.data_root, options.val_split,
+                           options.skip_bad)
+    val_set.verify(skip_bad=options.skip_bad, num_workers=options.data_threads)
+    return val_set
 
 
 def check_batch_size(options, samples, num_workers):
