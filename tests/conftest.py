@@ -20,6 +20,15 @@ def models():
     return built
 
 
+@pytest.fixture
+def no_graph(monkeypatch):
+    """Fail the test if a backbone graph is built: config field errors come before any."""
+    def refuse(*args, **kwargs):
+        raise AssertionError("a graph was built before the config was validated")
+    monkeypatch.setattr("zoo.model.BackboneGraph", refuse)
+    monkeypatch.setattr("zoo.modeling.get_backbone", refuse)
+
+
 def forward(sym, arg_params, aux_params, **inputs):
     """Run ``sym`` once in inference mode; returns the list of outputs as numpy arrays."""
     args = dict(arg_params)

@@ -124,15 +124,6 @@ OVERRIDE_CASES = [
 ]
 
 
-@pytest.fixture
-def no_graph(monkeypatch):
-    """Fail the case if a backbone graph is built: every fault here is found before."""
-    def refuse(*args, **kwargs):
-        raise AssertionError("a graph was built before the config was validated")
-    monkeypatch.setattr("zoo.model.BackboneGraph", refuse)
-    monkeypatch.setattr("zoo.modeling.get_backbone", refuse)
-
-
 def check_error(err, field, fragment):
     message = str(err)
     assert "\n" not in message

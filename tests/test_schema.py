@@ -13,15 +13,6 @@ from zoo.modeling import BACKBONES
 from zoo.preprocessing import MEAN_PIXELS, STD_PIXELS
 
 
-@pytest.fixture
-def no_graph(monkeypatch):
-    """Fail the test if a backbone graph is built: field errors come before any graph."""
-    def refuse(*args, **kwargs):
-        raise AssertionError("a graph was built before the config was validated")
-    monkeypatch.setattr("zoo.model.BackboneGraph", refuse)
-    monkeypatch.setattr("zoo.modeling.get_backbone", refuse)
-
-
 def write(folder, name, text):
     path = folder / ("%s.yaml" % name)
     path.write_text(textwrap.dedent(text))
