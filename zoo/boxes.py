@@ -7,8 +7,8 @@ def iou(boxes_a, boxes_b, offset=0.0):
     in ``boxes_b`` (M, 4+): an (N, M) array, 0 where the union is empty.
 
     Widths and heights are ``x2 - x1 + offset``: 0 reads corners as continuous coordinates
-    (augmentation, SSD), 1 as inclusive pixel indices (the VOC devkit, GluonCV's metrics,
-    MXNet's ``MultiProposal``). Float32 boxes give float32 IoUs.
+    (augmentation, SSD), 1 as inclusive pixel indices (the VOC devkit, GluonCV's metrics).
+    Float32 boxes give float32 IoUs.
     """
     top_left = np.maximum(boxes_a[:, None, :2], boxes_b[None, :, :2])
     bottom_right = np.minimum(boxes_a[:, None, 2:4], boxes_b[None, :, 2:4])

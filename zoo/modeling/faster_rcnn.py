@@ -7,12 +7,22 @@ from a resolved config (the RPN feature already resolved to a layer name).
 Inputs are ``data`` ``(B, 3, H, W)`` and ``im_info`` ``(B, 3)`` rows ``[height,
 width, scale]`` of the valid image inside ``data``; training adds ``label``
 ``(B, M, 6)`` as for SSD.
+
+Proposals (:func:`proposals`) are built from composable MXNet operators only, so the
+graph exports: anchors computed in the graph from the feature map's shape, per-image top-k
+of the object scores, decoding, clipping, minimum size and ``box_nms``. They use the
+continuous box convention of GluonCV and Detectron2 (:mod:`zoo.modeling.box_coder`): a box
+``[x1, y1, x2, y2]`` is ``x2 - x1`` wide (no "+1"), centred at ``x1 + 0.5 * width``, deltas
+``dw``/``dh`` clipped at ``log(1000 / 16)`` when decoded, boxes clipped to ``[0, width] x
+[0, height]`` of ``im_info``, IoU without "+1". The training targets
+(:mod:`zoo.modeling.rcnn_targets`) encode and match with the same anchors and convention.
 """
 import json
 from dataclasses import dataclass
 
 import mxnet as mx
 
+from . import box_coder
 from . import rcnn_targets  # noqa: F401  (registers the custom target operators)
 from .layers import StrictNameManager, conv, dense, pool, relu
 
@@ -27,8 +37,8 @@ losses were computed against (for metrics)."""
 @dataclass(frozen=True)
 class RPN:
     """The region proposal network on backbone ``layer`` (stride ``stride``): anchors of
-    ``scales`` x ``ratios`` and ``MultiProposal``'s settings for the graph being built
-    (training or test top-n)."""
+    ``scales`` x ``ratios`` and the proposal settings of the graph being built (training
+    or test top-n), as :func:`proposals` applies them."""
     layer: str
     stride: int
     scales: tuple
@@ -99,32 +109,156 @@ def rpn_probabilities(score, count):
     return mx.sym.Reshape(prob, shape=(0, 2 * count, -1, 0), name="rpn_cls_prob_reshape")
 
 
-def covered_im_info(feature, im_info, stride):
-    """``im_info`` with height and width cut to what the anchor grid covers.
+def _scalar(op, x, value, name):
+    return getattr(mx.sym._internal, op)(x, scalar=float(value), name=name)
 
-    ``MultiProposal`` aborts the process if the feature map is smaller than the image
-    over the stride, which unpadded backbones (Inception-v3) produce; their proposals
-    are clipped to the covered area instead. A no-op for padded backbones.
+
+def _constant(values, name):
+    """A ``(len(values),)`` float32 constant built from ``full`` operators (no parameter)."""
+    parts = [mx.sym.full(shape=(1,), val=float(v), name="%s_%d" % (name, i))
+             for i, v in enumerate(values)]
+    return parts[0] if len(parts) == 1 else mx.sym.concat(*parts, dim=0, name=name)
+
+
+def anchor_grid(feature, rpn_spec):
+    """``(A * H * W, 4)`` anchors of :func:`zoo.modeling.box_coder.grid_anchors` for the
+    feature map's own ``H x W``, computed in the graph so that they follow the bound shape."""
+    base = box_coder.base_anchors(rpn_spec.stride, rpn_spec.scales, rpn_spec.ratios)
+    count = len(base)
+    template = mx.sym.BlockGrad(feature, name="rpn_anchor_template")
+    cols = mx.sym.contrib.arange_like(template, axis=3, name="rpn_anchor_cols")
+    rows = mx.sym.contrib.arange_like(template, axis=2, name="rpn_anchor_rows")
+    cols = mx.sym.Reshape(_scalar("_mul_scalar", cols, rpn_spec.stride, "rpn_anchor_cols_px"),
+                          shape=(1, 1, 1, -1), name="rpn_anchor_shift_x")
+    rows = mx.sym.Reshape(_scalar("_mul_scalar", rows, rpn_spec.stride, "rpn_anchor_rows_px"),
+                          shape=(1, 1, -1, 1), name="rpn_anchor_shift_y")
+    shift_x = mx.sym.broadcast_add(cols, mx.sym.zeros_like(rows, name="rpn_anchor_zero_y"),
+                                   name="rpn_anchor_grid_x")  # (1, 1, H, W)
+    shift_y = mx.sym.broadcast_add(rows, mx.sym.zeros_like(cols, name="rpn_anchor_zero_x"),
+                                   name="rpn_anchor_grid_y")
+    corners = []
+    for k, shift in enumerate([shift_x, shift_y, shift_x, shift_y]):
+        offset = mx.sym.Reshape(_constant(base[:, k], "rpn_base_anchor_%d" % k),
+                                shape=(1, count, 1, 1), name="rpn_base_anchor_%d_map" % k)
+        corners.append(mx.sym.expand_dims(mx.sym.broadcast_add(
+            offset, shift, name="rpn_anchor_%d" % k), axis=4, name="rpn_anchor_%d_col" % k))
+    grid = mx.sym.concat(*corners, dim=4, name="rpn_anchor_corners")  # (1, A, H, W, 4)
+    return mx.sym.Reshape(grid, shape=(-1, 4), name="rpn_anchors")
+
+
+def _decode(anchors, deltas):
+    """Continuous decoding of ``deltas`` ``(B, N, 4)`` on ``anchors`` ``(B, N, 4)``, as
+    :func:`zoo.modeling.box_coder.decode`."""
+    def part(x, k, name):
+        return mx.sym.slice_axis(x, axis=2, begin=k, end=k + 1, name=name)
+
+    ax1, ay1, ax2, ay2 = (part(anchors, k, "rpn_anchor_c%d" % k) for k in range(4))
+    dx, dy, dw, dh = (part(deltas, k, "rpn_delta_%d" % k) for k in range(4))
+    aw = mx.sym.elemwise_sub(ax2, ax1, name="rpn_anchor_w")
+    ah = mx.sym.elemwise_sub(ay2, ay1, name="rpn_anchor_h")
+    out = []
+    for tag, low, size, d, ds in (("x", ax1, aw, dx, dw), ("y", ay1, ah, dy, dh)):
+        half = _scalar("_mul_scalar", size, 0.5, "rpn_anchor_half_" + tag)
+        centre = mx.sym.elemwise_add(low, half, name="rpn_anchor_c" + tag)
+        centre = mx.sym.elemwise_add(centre, mx.sym.elemwise_mul(d, size, name="rpn_shift_" + tag),
+                                     name="rpn_pred_c" + tag)
+        grow = mx.sym.exp(_scalar("_minimum_scalar", ds, box_coder.DELTA_CLIP,
+                                  "rpn_clip_d" + tag), name="rpn_grow_" + tag)
+        half = mx.sym.elemwise_mul(half, grow, name="rpn_pred_half_" + tag)
+        out.append((mx.sym.elemwise_sub(centre, half, name="rpn_pred_%s1" % tag),
+                    mx.sym.elemwise_add(centre, half, name="rpn_pred_%s2" % tag)))
+    (x1, x2), (y1, y2) = out
+    return mx.sym.concat(x1, y1, x2, y2, dim=2, name="rpn_decoded")
+
+
+def proposals(prob, deltas, feature, im_info, rpn_spec):
+    """``(B * post_nms, 5)`` proposals ``[batch index, x1, y1, x2, y2]`` in pixels, sorted by
+    score within each image, from RPN probabilities ``(B, 2A, H, W)`` and deltas
+    ``(B, 4A, H, W)`` on ``feature``; ``rpn_spec`` an :class:`RPN`.
+
+    Per image: the ``pre_nms_top_n`` best anchors by object score; continuous decoding
+    (:mod:`zoo.modeling.box_coder`); clipping to ``[0, width] x [0, height]`` of ``im_info``;
+    boxes narrower or shorter than ``min_size * scale`` get score -1 and are dropped; NMS
+    (``box_nms``, continuous IoU, ``nms_threshold``); the ``post_nms_top_n`` best. An image
+    with fewer survivors repeats its best proposal to fill its rows, one without any (an
+    untrained RPN can throw every box off the image) gets its whole valid area.
     """
-    grid = mx.sym.slice_axis(mx.sym.shape_array(feature, name="rpn_feature_shape"), axis=0,
-                             begin=2, end=4, name="rpn_grid_size")
-    grid = mx.sym.cast(grid, dtype="float32", name="rpn_grid_size_float")
-    extent = mx.sym._internal._mul_scalar(grid, scalar=float(stride), name="rpn_grid_pixels")
-    extent = mx.sym.Reshape(extent, shape=(1, 2), name="rpn_grid_extent")
-    size = mx.sym.slice_axis(im_info, axis=1, begin=0, end=2, name="rpn_image_size")
-    scale = mx.sym.slice_axis(im_info, axis=1, begin=2, end=3, name="rpn_image_scale")
-    covered = mx.sym.broadcast_minimum(size, extent, name="rpn_covered_size")
-    return mx.sym.concat(covered, scale, dim=1, name="rpn_im_info")
-
-
-def proposals(prob, deltas, im_info, rpn_spec):
-    """``(B * post_nms, 5)`` proposals ``[batch index, x1, y1, x2, y2]`` in pixels; ``im_info``
-    as :func:`covered_im_info` gives it; ``rpn_spec`` an :class:`RPN`."""
-    return mx.sym.contrib.MultiProposal(
-        prob, deltas, im_info, name="rpn_rois", feature_stride=rpn_spec.stride,
-        scales=tuple(rpn_spec.scales), ratios=tuple(rpn_spec.ratios),
-        rpn_pre_nms_top_n=rpn_spec.pre_nms_top_n, rpn_post_nms_top_n=rpn_spec.post_nms_top_n,
-        threshold=rpn_spec.nms_threshold, rpn_min_size=rpn_spec.min_size)
+    count = rpn_spec.num_anchors
+    pre, post = rpn_spec.pre_nms_top_n, rpn_spec.post_nms_top_n
+    scores = mx.sym.slice_axis(prob, axis=1, begin=count, end=None, name="rpn_object_prob")
+    scores = mx.sym.Reshape(scores, shape=(0, -1), name="rpn_object_scores")  # (B, A*H*W)
+    deltas = mx.sym.Reshape(deltas, shape=(0, count, 4, -1), name="rpn_deltas_by_anchor")
+    deltas = mx.sym.transpose(deltas, axes=(0, 1, 3, 2), name="rpn_deltas_last")
+    deltas = mx.sym.Reshape(deltas, shape=(0, -1, 4), name="rpn_deltas_flat")  # (B, A*H*W, 4)
+    anchors = anchor_grid(feature, rpn_spec)
+    # pre_nms_top_n empty candidates (score -1, the last anchor) after the real ones, so
+    # that top-k never asks a small feature map for more anchors than it has.
+    pad_score = mx.sym.broadcast_like(mx.sym.full(shape=(1, pre), val=-1.0, name="rpn_pad_score"),
+                                      scores, lhs_axes=(0,), rhs_axes=(0,),
+                                      name="rpn_pad_scores")
+    pad_delta = mx.sym.broadcast_like(mx.sym.zeros(shape=(1, pre, 4), name="rpn_pad_delta"),
+                                      deltas, lhs_axes=(0,), rhs_axes=(0,),
+                                      name="rpn_pad_deltas")
+    scores = mx.sym.concat(scores, pad_score, dim=1, name="rpn_scores_padded")
+    deltas = mx.sym.concat(deltas, pad_delta, dim=1, name="rpn_deltas_padded")
+    top_scores, top_index = mx.sym.topk(scores, axis=1, k=pre, ret_typ="both",
+                                        is_ascend=False, name="rpn_pre_nms_topk")
+    batch = mx.sym.contrib.arange_like(scores, axis=0, name="rpn_batch_range")
+    batch = mx.sym.broadcast_like(mx.sym.Reshape(batch, shape=(-1, 1), name="rpn_batch_col"),
+                                  top_index, name="rpn_batch_of_top")
+    top_deltas = mx.sym.gather_nd(deltas, mx.sym.stack(batch, top_index, axis=0,
+                                                       name="rpn_top_coords"),
+                                  name="rpn_top_deltas")  # (B, pre, 4)
+    top_anchors = mx.sym.take(anchors, top_index, axis=0, mode="clip", name="rpn_top_anchors")
+    boxes = _decode(top_anchors, top_deltas)
+    height = mx.sym.slice_axis(im_info, axis=1, begin=0, end=1, name="rpn_image_height")
+    width = mx.sym.slice_axis(im_info, axis=1, begin=1, end=2, name="rpn_image_width")
+    bound = mx.sym.Reshape(mx.sym.concat(width, height, width, height, dim=1,
+                                         name="rpn_image_bound"), shape=(0, 1, 4),
+                           name="rpn_image_bound_rows")
+    boxes = mx.sym.broadcast_minimum(mx.sym.relu(boxes, name="rpn_clip_low"), bound,
+                                     name="rpn_clipped")
+    min_size = mx.sym.Reshape(_scalar(
+        "_mul_scalar", mx.sym.slice_axis(im_info, axis=1, begin=2, end=3, name="rpn_image_scale"),
+        rpn_spec.min_size, "rpn_min_size_px"), shape=(0, 1, 1), name="rpn_min_size")
+    x1, y1, x2, y2 = (mx.sym.slice_axis(boxes, axis=2, begin=k, end=k + 1,
+                                        name="rpn_clipped_%d" % k) for k in range(4))
+    short = mx.sym.broadcast_minimum(mx.sym.elemwise_sub(x2, x1, name="rpn_box_w"),
+                           mx.sym.elemwise_sub(y2, y1, name="rpn_box_h"), name="rpn_short_side")
+    big = mx.sym.broadcast_greater_equal(short, min_size, name="rpn_big_enough")
+    top_scores = mx.sym.Reshape(top_scores, shape=(0, 0, 1), name="rpn_top_scores")
+    # Too small: score -1 (padding candidates already have it).
+    top_scores = mx.sym.where(big, top_scores, _scalar("_minus_scalar", big, 1.0,
+                                                       "rpn_small_score"),
+                              name="rpn_sized_scores")
+    rows = mx.sym.concat(top_scores, boxes, dim=2, name="rpn_candidates")
+    kept = mx.sym.contrib.box_nms(rows, name="rpn_nms", overlap_thresh=rpn_spec.nms_threshold,
+                                  valid_thresh=-0.5, topk=pre, coord_start=1, score_index=0,
+                                  id_index=-1, force_suppress=True, in_format="corner",
+                                  out_format="corner")
+    kept = mx.sym.slice_axis(kept, axis=1, begin=0, end=post, name="rpn_post_nms_topk")
+    valid = _scalar("_greater_equal_scalar",
+                    mx.sym.slice_axis(kept, axis=2, begin=0, end=1, name="rpn_kept_score"), 0.0,
+                    "rpn_kept_valid")
+    kept = mx.sym.slice_axis(kept, axis=2, begin=1, end=5, name="rpn_kept_boxes")
+    # Rows NMS left empty repeat the best proposal; an image without any gets its whole
+    # valid area [0, 0, width, height].
+    whole = mx.sym.concat(mx.sym.zeros_like(height, name="rpn_image_x0"),
+                          mx.sym.zeros_like(height, name="rpn_image_y0"), width, height, dim=1,
+                          name="rpn_image_box")
+    whole = mx.sym.Reshape(whole, shape=(0, 1, 4), name="rpn_image_box_row")
+    best = mx.sym.slice_axis(kept, axis=1, begin=0, end=1, name="rpn_best_box")
+    best_valid = mx.sym.slice_axis(valid, axis=1, begin=0, end=1, name="rpn_best_valid")
+    best = mx.sym.where(mx.sym.broadcast_like(best_valid, best, name="rpn_best_valid_box"),
+                        best, whole, name="rpn_best_or_image")
+    best = mx.sym.broadcast_like(best, kept, name="rpn_best_boxes")
+    kept = mx.sym.where(mx.sym.broadcast_like(valid, kept, name="rpn_kept_valid_boxes"), kept,
+                        best, name="rpn_filled")
+    index = mx.sym.broadcast_like(mx.sym.Reshape(
+        mx.sym.contrib.arange_like(kept, axis=0, name="rpn_roi_batch_range"),
+        shape=(-1, 1, 1), name="rpn_roi_batch_col"), valid, name="rpn_roi_batch_index")
+    rois = mx.sym.concat(index, kept, dim=2, name="rpn_roi_rows")
+    return mx.sym.Reshape(rois, shape=(-1, 5), name="rpn_rois")
 
 
 def box_head(backbone, feature, rois, head, stride):
@@ -201,8 +335,7 @@ def inference_symbol(backbone, rpn_spec, head, decoding):
         feature = _features(backbone, rpn_spec.layer)
         count = rpn_spec.num_anchors
         score, deltas = rpn(feature, count)
-        rpn_info = covered_im_info(feature, im_info, rpn_spec.stride)
-        rois = proposals(rpn_probabilities(score, count), deltas, rpn_info, rpn_spec)
+        rois = proposals(rpn_probabilities(score, count), deltas, feature, im_info, rpn_spec)
         cls_score, bbox_pred = box_predictor(
             box_head(backbone, feature, rois, head, rpn_spec.stride), head.num_classes)
         return decode_detections(rois, cls_score, bbox_pred, im_info, head,
@@ -228,8 +361,7 @@ def training_symbol(backbone, rpn_spec, head, sampling):
                                  1.0 / (sampling.rpn_batch_size * sampling.batch_images))
         rois = proposals(
             rpn_probabilities(mx.sym.BlockGrad(score, name="rpn_cls_score_nograd"), count),
-            mx.sym.BlockGrad(deltas, name="rpn_bbox_pred_nograd"),
-            covered_im_info(feature, im_info, rpn_spec.stride), rpn_spec)
+            mx.sym.BlockGrad(deltas, name="rpn_bbox_pred_nograd"), feature, im_info, rpn_spec)
         sampled = mx.sym.Custom(rois, label, im_info, name="proposal_target",
                                 op_type="zoo_proposal_target", num_classes=head.num_classes,
                                 batch_rois=sampling.rcnn_batch_rois,

@@ -5,6 +5,10 @@ proposals for the second stage; these do it on the CPU in numpy. Both take the
 detection label ``(B, M, 6)`` rows ``[cls, x1, y1, x2, y2, difficult]`` with
 coordinates normalised to the image (``im_info`` rows ``[height, width, scale]``)
 and padding rows of -1, the same label the SSD models train on.
+
+Anchors, encoding and IoU follow the continuous convention of the proposal graph
+(:mod:`zoo.modeling.box_coder`): ground-truth boxes are the label's corners times the image
+size, without the "+1" pixel, and IoUs are computed without it.
 """
 import json
 
@@ -16,14 +20,14 @@ from .box_coder import encode, grid_anchors
 
 
 def ground_truth(label, im_info):
-    """Pixel boxes ``(G, 4)`` and class ids ``(G,)`` of one image, without padding or
-    difficult objects."""
+    """Pixel boxes ``(G, 4)`` (continuous corners) and class ids ``(G,)`` of one image,
+    without padding, difficult objects or boxes of no area."""
     keep = (label[:, 0] >= 0) & (label[:, 5] < 0.5 if label.shape[1] > 5 else True)
     rows = label[keep]
     scale = np.array([im_info[1], im_info[0], im_info[1], im_info[0]], dtype=np.float32)
     boxes = rows[:, 1:5] * scale
-    boxes[:, 2:] = np.maximum(boxes[:, 2:] - 1, boxes[:, :2])
-    return boxes, rows[:, 0].astype(np.int64)
+    solid = (boxes[:, 2] > boxes[:, 0]) & (boxes[:, 3] > boxes[:, 1])  # encodable
+    return boxes[solid], rows[solid, 0].astype(np.int64)
 
 
 def subsample(indices, count, rng):
@@ -53,13 +57,13 @@ class RPNTarget(mx.operator.CustomOp):
         rng = np.random
         for b in range(batch):
             inside = np.where((anchors[:, 0] >= 0) & (anchors[:, 1] >= 0)
-                              & (anchors[:, 2] < im_info[b, 1])
-                              & (anchors[:, 3] < im_info[b, 0]))[0]
+                              & (anchors[:, 2] <= im_info[b, 1])
+                              & (anchors[:, 3] <= im_info[b, 0]))[0]
             boxes, _ = ground_truth(label[b], im_info[b])
             if len(boxes) == 0:
                 labels[b, subsample(inside, self.batch_size, rng)] = 0
                 continue
-            iou = box_iou(anchors[inside], boxes, offset=1)  # MultiProposal's +1 convention
+            iou = box_iou(anchors[inside], boxes)
             best = iou.argmax(axis=1)
             best_iou = iou[np.arange(len(inside)), best]
             labels[b, inside[best_iou < self.negative_iou]] = 0
@@ -134,7 +138,7 @@ class ProposalTarget(mx.operator.CustomOp):
         boxes, classes = ground_truth(label, im_info)
         candidates = np.concatenate([proposals, boxes]).astype(np.float32)
         if len(boxes):
-            iou = box_iou(candidates, boxes, offset=1)  # MultiProposal's +1 convention
+            iou = box_iou(candidates, boxes)
             best, best_iou = iou.argmax(axis=1), iou.max(axis=1)
         else:
             best, best_iou = np.zeros(len(candidates), int), np.zeros(len(candidates))
@@ -150,7 +154,7 @@ class ProposalTarget(mx.operator.CustomOp):
         targets = np.zeros((len(keep), 4 * (self.num_classes + 1)), dtype=np.float32)
         weights = np.zeros_like(targets)
         if len(fg):
-            deltas = encode(candidates[fg], boxes[best[fg]], self.box_stds, pixel=0.0)
+            deltas = encode(candidates[fg], boxes[best[fg]], self.box_stds)
             for row, (c, delta) in enumerate(zip(cls[:len(fg)].astype(int), deltas)):
                 targets[row, 4 * c:4 * c + 4] = delta
                 weights[row, 4 * c:4 * c + 4] = 1
