@@ -44,7 +44,7 @@ def no_graph(monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("a graph was built before the config was validated")
     monkeypatch.setattr("zoo.model.BackboneGraph", refuse)
-    monkeypatch.setattr("zoo.modeling.get_backbone", refuse)
+    monkeypatch.setattr("symbols.backbones.get_backbone", refuse)
 
 
 def forward(sym, arg_params, aux_params, **inputs):

@@ -13,12 +13,13 @@ import pytest
 import yaml
 
 import zoo
-from zoo import artifact, deploy
+from zoo import artifact
+from zoo import predictor as deploy
 from zoo.artifact import ArtifactError
-from zoo.detectors import ARCHITECTURES
+from zoo.architectures import ARCHITECTURES
 from zoo.engine.module_adapter import optimizer_state, set_optimizer_state
 from zoo.jobs.convert import convert_v1
-from zoo.quantization import int8_layers, quantize
+from zoo.inference.quantization import int8_layers, quantize
 
 MODEL = "ssd_mobilenetv2_stride8"
 
@@ -143,7 +144,7 @@ def test_a_users_yaml_is_not_needed_after_training(tmp_path, monkeypatch):
     assert zoo.get_model(MODEL, data_shape=128).config["nms_threshold"] == 0.2
     def forbidden(*args, **kwargs):
         raise AssertionError("loading asked the registry or read a YAML file")
-    for module in (zoo, zoo.registry, zoo.config):  # loading never asks the registry
+    for module in (zoo, zoo.config.registry, zoo.config.loading):  # loading never asks the registry
         for name in ("get_config", "get_model", "load_config", "list_models"):
             if hasattr(module, name):
                 monkeypatch.setattr(module, name, forbidden)

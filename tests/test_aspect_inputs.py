@@ -12,11 +12,11 @@ from zoo.data import (DetectionDataset, DetectionLoader, Record, ShortSideTrainT
                       ShortSideValTransform, ValTransform, batch_inputs, inference_transform,
                       train_transform)
 from zoo.data.transforms import NO_LABEL, normalise
-from zoo.deploy import Predictor
-from zoo.detector import Detector
+from zoo.predictor import Predictor
+from zoo.inference.detector import Detector
 from zoo.engine.hooks import Hook
 from zoo.engine.trainer import OptimizerOptions, Trainer, TrainerOptions
-from zoo.preprocessing import canvas_size, scaled_size
+from zoo.schema.preprocessing import canvas_size, scaled_size
 
 SHORT, LONGEST, DIVISOR = 60, 120, 16
 LANDSCAPE, PORTRAIT = (90, 150), (150, 90)  # (height, width)

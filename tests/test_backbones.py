@@ -6,9 +6,9 @@ import mxnet as mx
 import numpy as np
 import pytest
 
-from zoo.modeling import BACKBONES, get_backbone
-from zoo.modeling.layers import StrictNameManager
-from zoo.graph import BackboneGraph
+from symbols.backbones import BACKBONES, get_backbone
+from symbols.layers import StrictNameManager
+from zoo.schema.graph import BackboneGraph
 
 from conftest import BACKBONE_NAMES
 

@@ -8,7 +8,7 @@ import pytest
 from zoo.data import DetectionDataset, RecordDataset
 from zoo.data.conventions import pixel_offset
 from zoo.errors import DataError
-from zoo.evaluation import coco_scores, voc_scores
+from zoo.inference.evaluation import coco_scores, voc_scores
 from zoo.metrics import VOCMeanAP, coco_detections, coco_eval, coco_ground_truth
 
 NAMES = ["cat", "dog"]

@@ -1,4 +1,4 @@
-"""FLOP counting, the inference benchmark (zoo.jobs.benchmark) on tiny cases, the memory
+"""FLOP counting, the inference benchmark (zoo.bench.inference) on tiny cases, the memory
 benchmark's options (its run: tests/test_memory_saving.py) and a smoke test of each command."""
 import os
 import subprocess
@@ -11,13 +11,13 @@ import zoo
 import zoo.cli
 from zoo import artifact
 from zoo.errors import OptionsError
-from zoo.flops import count_flops
-from zoo.jobs import benchmark as benchmark_job
-from zoo.jobs.benchmark import (BenchmarkOptions, Measurement, SpeedRatio, Subject, benchmark,
+from zoo.bench.flops import count_flops
+from zoo.bench import inference as benchmark_job
+from zoo.bench.inference import (BenchmarkOptions, Measurement, SpeedRatio, Subject, benchmark,
                                 checkpoint_subject, int8_matmul_peak_gops, naive_int8,
                                 ratio_table, speed_ratios)
-from zoo.jobs.benchmark_memory import MemoryBenchmarkOptions
-from zoo.jobs.profile import (PARTS, Node, format_profile, graph_nodes, node_parts, part_gflops,
+from zoo.bench.memory import MemoryBenchmarkOptions
+from zoo.bench.profile import (PARTS, Node, format_profile, graph_nodes, node_parts, part_gflops,
                              profile_graph)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -181,7 +181,7 @@ def test_faster_rcnn_input_is_data_shape_by_max_size():
 
 def test_graph_nodes_name_fused_layers_by_their_first_layer():
     model = _tiny_faster_rcnn()
-    nodes = graph_nodes(zoo.deploy.fuse(model.symbol()))
+    nodes = graph_nodes(zoo.predictor.fuse(model.symbol()))
     layers = [node.layer for node in nodes]
     assert layers[0] == "conv1" and "roi_align" in layers and layers[-1] == "detection"
     names = {node.name for node in nodes}

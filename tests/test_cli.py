@@ -14,7 +14,7 @@ import zoo
 from zoo import artifact
 from zoo.cli import COMMANDS, build_parser, main
 from zoo.data import embedded
-from zoo.detectors import ssd
+from zoo.architectures import ssd
 from zoo.jobs.quickstart import python_line
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -30,7 +30,7 @@ CHANGED_DEFAULTS = {"nms_threshold": 0.9, "nms_topk": 5, "variances": [0.3, 0.3,
                     "mean_pixels": [0.0, 0.0, 0.0]}
 """SSD defaults unlike the schema's, none of which the trained config sets."""
 CHANGE_DEFAULTS = (
-    "import types, zoo.detectors.ssd as ssd; fields = ssd.SCHEMA.fields; "
+    "import types, zoo.architectures.ssd as ssd; fields = ssd.SCHEMA.fields; "
     "ssd.SCHEMA.fields = types.MappingProxyType(dict(fields, **{name: fields[name]."
     "with_default(value) for name, value in %r.items()}))" % (CHANGED_DEFAULTS,))
 """Python code that changes those defaults in the config code (zoo/schema.py Fields)."""

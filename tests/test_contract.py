@@ -10,12 +10,14 @@ import numpy as np
 import pytest
 
 import zoo
-from zoo import boxes, preprocessing, validate
-from zoo.config import ModelSpec, resolve
-from zoo.detectors import ARCHITECTURES, Architecture
-from zoo.detectors.base import output_name, outputs_by_name
-from zoo.graph import BackboneGraph
-from zoo.modeling import Backbone, get_backbone
+from symbols import boxes
+from zoo.schema import preprocessing
+from zoo.schema import checks as validate
+from zoo.config.loading import ModelSpec, resolve
+from zoo.architectures import ARCHITECTURES, Architecture
+from zoo.architectures.base import output_name, outputs_by_name
+from zoo.schema.graph import BackboneGraph
+from symbols.backbones import Backbone, get_backbone
 
 SSD_SMALL = dict(from_layers=["c4", "c5", ""], num_filters=[-1, -1, 128], strides=[-1, -1, 2],
                  pads=[-1, -1, 1], normalizations=[-1] * 3, sizes=[[0.2], [0.4], [0.7]],
@@ -48,7 +50,7 @@ def test_backbone_declares_build_stage():
     assert "build_stage" in Backbone.__abstractmethods__
     complete = type(get_backbone("mobilenetv2"))
     partial = type("NoStage", (Backbone,), {name: getattr(complete, name) for name in
-                                            ("stages", "_body", "gluoncv_param_map")})
+                                            ("stages", "_body")})
     with pytest.raises(TypeError, match="build_stage"):
         partial()
 
@@ -226,7 +228,7 @@ def test_iou_known_values_and_empty_union():
 def test_every_caller_uses_the_one_iou():
     from zoo.data import transforms
     from zoo.metrics import voc
-    from zoo.modeling import rcnn_targets
+    from symbols import rcnn_targets
     assert voc.box_iou is boxes.iou
     assert transforms.iou is boxes.iou
     assert rcnn_targets.box_iou is boxes.iou

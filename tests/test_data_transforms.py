@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from zoo.data import MEAN_PIXELS, STD_PIXELS, TrainTransform, ValTransform, VOCDataset, embedded
-from zoo.boxes import iou as box_iou
+from symbols.boxes import iou as box_iou
 from zoo.data import inference_transform
 from zoo.data.transforms import (MIN_IOUS, NO_LABEL, centres_inside, jitter_colour, normalise,
                                  resize_image, sample_crop)

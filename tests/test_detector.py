@@ -11,11 +11,11 @@ from pycocotools.coco import COCO
 import zoo
 from zoo import artifact
 from zoo.data import batch_inputs, inference_transform
-from zoo.deploy import Predictor, mkldnn_available
-from zoo.detector import Detections, Detector, write_coco_results
-from zoo.jobs.benchmark_detector import DetectorBenchmarkOptions, benchmark_detector
-from zoo.quantization import int8_layers, quantize
-from zoo.visualize import draw, draw_detections
+from zoo.predictor import Predictor, mkldnn_available
+from zoo.inference.detector import Detections, Detector, write_coco_results
+from zoo.bench.detector import DetectorBenchmarkOptions, benchmark_detector
+from zoo.inference.quantization import int8_layers, quantize
+from zoo.inference.visualize import draw, draw_detections
 
 NAMES = ["circle", "square", "triangle"]
 ALL = dict(score_threshold=0.0, max_detections=10000)

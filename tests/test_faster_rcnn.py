@@ -5,11 +5,11 @@ import numpy as np
 import pytest
 
 import zoo
-from zoo.boxes import iou
-from zoo.modeling.box_coder import decode, encode, grid_anchors
-from zoo.modeling.faster_rcnn import AnchorLevel, LevelOutput, ProposalSettings, proposals
-from zoo.modeling.layers import StrictNameManager
-from zoo.modeling.rcnn_targets import ProposalTarget, RPNTarget
+from symbols.boxes import iou
+from symbols.box_coder import decode, encode, grid_anchors
+from symbols.rpn import AnchorLevel, LevelOutput, ProposalSettings, proposals
+from symbols.layers import StrictNameManager
+from symbols.rcnn_targets import ProposalTarget, RPNTarget
 
 RCNN_MODELS = sorted(name for name in zoo.list_models() if name.startswith("faster_rcnn_"))
 SMALL = dict(data_shape=160, max_size=224, num_classes=3, rpn_pre_nms_top_n_test=400,

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 import zoo
-from zoo.modeling import fpn
-from zoo.modeling.layers import StrictNameManager
+from symbols import fpn
+from symbols.layers import StrictNameManager
 
 FPN_MODELS = sorted(name for name in zoo.list_models() if name.startswith("faster_rcnn_fpn_"))
 SMALL = dict(data_shape=160, max_size=224, num_classes=3)
@@ -70,9 +70,9 @@ def test_pyramid_levels_halve(name, height, width):
     half the size of the one below, and the anchors follow the configured sizes."""
     model = zoo.get_model(name, **SMALL)
     with StrictNameManager():
-        features = fpn.pyramid_features(model.backbone, zoo.detectors.faster_rcnn_fpn.pyramid(
+        features = fpn.pyramid_features(model.backbone, zoo.architectures.faster_rcnn_fpn.pyramid(
             model.spec))
-    levels = zoo.detectors.faster_rcnn_fpn.anchors(model.spec)
+    levels = zoo.architectures.faster_rcnn_fpn.anchors(model.spec)
     shapes = [features[level.tag].infer_shape(data=(1, 3, height, width))[1][0]
               for level in levels]
     assert all(shape[1] == 256 for shape in shapes)

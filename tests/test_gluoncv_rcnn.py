@@ -22,11 +22,11 @@ import pytest
 
 from conftest import forward
 from zoo import artifact
-from zoo.detectors import faster_rcnn as c4
+from zoo.architectures import faster_rcnn as c4
 from zoo.gluoncv import common, import_gluoncv, rcnn
 from zoo.jobs.train import load_network_config
 from zoo.model import build_model
-from zoo.modeling.faster_rcnn import gluoncv_base_anchors
+from symbols.rpn import gluoncv_base_anchors
 
 gluoncv = pytest.importorskip("gluoncv")
 from gluoncv.data.transforms.presets.rcnn import transform_test  # noqa: E402

@@ -26,7 +26,7 @@ from zoo.gluoncv import IMPORTERS, import_gluoncv
 from zoo.gluoncv.common import (GluonArrays, GluonCVImportError, Importer, gluon_arrays,
                                 gluon_net, import_net, our_params)
 from zoo.gluoncv.ssd import map_ssd_resnet_v1
-from zoo.quantization import InputBatches, int8_layers, quantize
+from zoo.inference.quantization import InputBatches, int8_layers, quantize
 
 VOC = IMPORTERS["ssd_512_resnet50_v1_voc"]
 SMALL = 128

@@ -1,4 +1,4 @@
-"""zoo launch (zoo.launcher, tools/launch.py) and distributed training (kvstore dist_sync),
+"""zoo launch (zoo.distributed.launcher, tools/launch.py) and distributed training (kvstore dist_sync),
 on loopback only: every cluster here is a scheduler, servers and workers on 127.0.0.1 at
 free ports."""
 import argparse
@@ -16,14 +16,16 @@ import numpy as np
 import pytest
 
 import zoo.cli
-from zoo import artifact, distributed, launcher
+from zoo import artifact
+from zoo.distributed import cluster as distributed
+from zoo.distributed import launcher
 from zoo.cli import launch as launch_command
 from zoo.cli import train as train_command
 from zoo.data import embedded
 from zoo.engine.hooks import Validation
 from zoo.errors import OptionsError
 from zoo.jobs.train import TrainOptions, make_trainer
-from zoo.launcher import LaunchOptions
+from zoo.distributed.launcher import LaunchOptions
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LAUNCH = os.path.join(ROOT, "tools", "launch.py")
@@ -251,7 +253,7 @@ def test_worker_without_a_scheduler_fails_after_the_timeout():
                DMLC_PS_ROOT_PORT=str(port), DMLC_NUM_SERVER="1", DMLC_NUM_WORKER="1",
                DMLC_NODE_HOST="127.0.0.1", ZOO_CONNECT_TIMEOUT="2")
     start = time.monotonic()
-    done = subprocess.run([sys.executable, "-c", "from zoo.distributed import *; "
+    done = subprocess.run([sys.executable, "-c", "from zoo.distributed.cluster import *; "
                            "create_dist_kvstore('dist_sync')"], env=env, capture_output=True,
                           text=True, timeout=120)
     assert done.returncode == distributed.CONNECT_TIMEOUT_EXIT_CODE
@@ -441,7 +443,7 @@ def test_distributed_resume_is_exact(two_workers, shapes, tmp_path):
 def test_cluster_processes_leave_the_synchronous_engine_behind():
     """The zoo picks MXNet's synchronous engine for itself, which ps-lite cannot run on: a
     launched node does not inherit it, nor does a process of a cluster choose it."""
-    from zoo import runtime
+    from zoo import process as runtime
     environ = {"PATH": "/bin", "MXNET_ENGINE_TYPE": runtime.SYNCHRONOUS_ENGINE}
     options = LaunchOptions(("python", "train.py"), num_workers=1, num_servers=1)
     for spec in launcher.process_specs(options, environ=environ):

@@ -1,4 +1,4 @@
-"""Memory-saving training (zoo.memory): recomputing in backward must not change the math;
+"""Memory-saving training (zoo.engine.memory): recomputing in backward must not change the math;
 tools/benchmark_memory.py and zoo train --memory-saving on tiny cases."""
 import dataclasses
 import os
@@ -12,10 +12,10 @@ import pytest
 import zoo
 import zoo.cli
 from zoo import artifact
-from zoo.modeling.layers import add, conv_bn, dense, relu
+from symbols.layers import add, conv_bn, dense, relu
 from test_tools import ROOT, shapes, train_flags  # noqa: F401 (shapes: fixture)
 from zoo.jobs.train import TrainOptions, make_trainer
-from zoo.memory import MIRROR_ATTR, ForwardGraph, MemoryPlanner, memory_saving_symbol
+from zoo.engine.memory import MIRROR_ATTR, ForwardGraph, MemoryPlanner, memory_saving_symbol
 
 
 def residual_net():
@@ -129,7 +129,7 @@ def test_train_memory_saving_flag_trains_an_epoch(shapes, tmp_path, caplog):  # 
     assert len(mirrored_names(make_trainer(options).build_module().symbol)) > 50
     plain = dataclasses.replace(options, memory_saving=False)
     assert not mirrored_names(make_trainer(plain).build_module().symbol)
-    caplog.set_level("INFO", logger="zoo.memory")
+    caplog.set_level("INFO", logger="zoo.engine.memory")
     flags = train_flags(shapes, tmp_path, "--val-set", "", "--memory-saving")
     assert zoo.cli.main(["train", *flags]) == 0
     assert "recomputed in backward" in caplog.text

@@ -416,7 +416,7 @@ def grown_by_a_pixel(dataset, detections):
 
 def test_voc_dataset_is_scored_inclusive_and_equals_gluoncv(tiny_voc):
     from zoo.data import VOCDataset
-    from zoo.evaluation import voc_scores
+    from zoo.inference.evaluation import voc_scores
 
     dataset = VOCDataset(tiny_voc, "val")
     assert dataset.box_convention == "inclusive"
@@ -443,7 +443,7 @@ def test_voc_dataset_is_scored_inclusive_and_equals_gluoncv(tiny_voc):
 
 def test_coco_dataset_is_scored_continuous(tiny_voc, tmp_path):
     from zoo.data import COCODataset, VOCDataset
-    from zoo.evaluation import coco_scores, voc_scores
+    from zoo.inference.evaluation import coco_scores, voc_scores
 
     voc = VOCDataset(tiny_voc, "val")
     path = tmp_path / "instances.json"
@@ -471,7 +471,7 @@ def test_coco_dataset_is_scored_continuous(tiny_voc, tmp_path):
 def test_inclusive_boxes_score_as_continuous_boxes_a_pixel_larger(tiny_voc):
     # Both metrics: an inclusive box x1..x2 covers the pixels of the continuous x1..x2+1.
     from zoo.data import VOCDataset
-    from zoo.evaluation import coco_scores, voc_scores
+    from zoo.inference.evaluation import coco_scores, voc_scores
 
     inclusive = VOCDataset(tiny_voc, "val")
     detections = near_detections(inclusive, seed=2)
@@ -493,7 +493,7 @@ def test_coco_scores_of_a_continuous_dataset_equal_pycocotools(tiny_voc):
     from pycocotools.cocoeval import COCOeval
 
     from zoo.data import VOCDataset
-    from zoo.evaluation import coco_scores
+    from zoo.inference.evaluation import coco_scores
 
     dataset = as_continuous(VOCDataset(tiny_voc, "val"), one_pixel_more=0)
     detections = near_detections(dataset, seed=3, jitter=3)

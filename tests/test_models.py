@@ -6,7 +6,7 @@ import pytest
 
 import zoo
 from zoo import artifact
-from zoo.deploy import fuse
+from zoo.predictor import fuse
 
 BOTTLENECK_WIDTH = 256
 

@@ -18,10 +18,10 @@ import pytest
 from onnx import TensorProto, helper
 
 import zoo
-from zoo import preprocessing as image_preprocessing
+from zoo.schema import preprocessing as image_preprocessing
 from zoo.data import batch_inputs
 from zoo.onnx.runtime import OnnxDetector, OnnxModelError, load_onnx_detector
-from zoo.runtime import ENGINE_NOTICE
+from zoo.process import ENGINE_NOTICE
 
 NAMES = ["circle", "square", "triangle"]
 ALL = dict(score_threshold=0.0, max_detections=10000)
@@ -106,7 +106,7 @@ def write_export(path, preprocessing=STRETCH, graph_preprocessing="none", im_inf
         output, TensorProto.FLOAT, ["batch", 4, 6])])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     props = {"zoo.format": "1", "zoo.network": "toy", "zoo.class_names": json.dumps(NAMES),
-             "zoo.preprocessing": json.dumps(preprocessing),
+             "zoo.schema.preprocessing": json.dumps(preprocessing),
              "zoo.graph_preprocessing": graph_preprocessing}
     props.update(metadata or {})
     helper.set_model_props(model, {key: value for key, value in props.items()
@@ -235,14 +235,14 @@ def test_metadata_is_the_files(tmp_path):
     (dict(metadata={"zoo.class_names": "[circle"}), "zoo.class_names is not valid JSON"),
     (dict(metadata={"zoo.class_names": "[]"}),
      "zoo.class_names = []: expected a JSON list of class names"),
-    (dict(metadata={"zoo.preprocessing": None}), "no zoo.preprocessing in its metadata_props"),
-    (dict(metadata={"zoo.preprocessing": '{"mean": [0, 0, 0]}'}),
+    (dict(metadata={"zoo.schema.preprocessing": None}), "no zoo.schema.preprocessing in its metadata_props"),
+    (dict(metadata={"zoo.schema.preprocessing": '{"mean": [0, 0, 0]}'}),
      "expected a JSON object with mean, std and data_shape"),
     (dict(metadata={"zoo.graph_preprocessing": "normalize"}),
      "inputs data: expected 'image' (and 'im_info' for a Faster R-CNN)"),
     (dict(output="rows"), "outputs rows: expected 'detections'"),
     (dict(size=(32, 16)), "input data of shape ['batch', 3, 32, 16]: expected height and width "
-                          "[32, 32], zoo.preprocessing's data_shape"),
+                          "[32, 32], zoo.schema.preprocessing's data_shape"),
     (dict(size=(16, 32), graph_preprocessing="normalize"),
      "input image of shape ['batch', 16, 32, 3]: expected height and width [32, 32]"),
 ])
@@ -313,7 +313,7 @@ except AttributeError as err:
 """
     done = run_python(code, tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.splitlines() == ["False", "zoo.artifact zoo.registry True",
+    assert done.stdout.splitlines() == ["False", "zoo.artifact zoo.config.registry True",
                                         "module 'zoo' has no attribute 'no_such_name'"]
 
 

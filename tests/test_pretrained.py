@@ -7,8 +7,9 @@ import pytest
 from gluoncv.model_zoo import get_model as gluoncv_model
 
 import zoo
-from zoo.modeling import get_backbone
+from symbols.backbones import get_backbone
 from zoo.pretrained import find_gluoncv_file, import_gluoncv_params
+from zoo.pretrained.maps import gluoncv_name, param_map
 
 from conftest import BACKBONE_NAMES, forward
 
@@ -16,7 +17,7 @@ from conftest import BACKBONE_NAMES, forward
 def save_random_gluoncv(backbone, folder, seed=0):
     """A GluonCV classifier with random weights and non-trivial BN statistics, saved."""
     mx.random.seed(seed)
-    net = gluoncv_model(backbone.gluoncv_name, pretrained=False)
+    net = gluoncv_model(gluoncv_name(backbone), pretrained=False)
     net.initialize(mx.init.Xavier())
     size = backbone.classifier_size
     net(mx.nd.zeros((1, 3, size, size)))
@@ -25,7 +26,7 @@ def save_random_gluoncv(backbone, folder, seed=0):
             param.set_data(mx.nd.random.uniform(0.5, 1.5, shape=param.shape))
         elif key.endswith(("running_mean", "beta")):
             param.set_data(mx.nd.random.normal(0, 0.1, shape=param.shape))
-    path = os.path.join(str(folder), backbone.gluoncv_name + "-0123abcd.params")
+    path = os.path.join(str(folder), gluoncv_name(backbone) + "-0123abcd.params")
     net.save_parameters(path)
     return net, path
 
@@ -69,7 +70,7 @@ def test_pretrained_backbone_loads_gluoncv_weights(tmp_path, monkeypatch):
     model = zoo.get_model("ssd_mobilenetv2", pretrained_backbone=True, data_shape=300)
     args, aux = model.init_params(seed=3)
     saved = mx.nd.load(path)
-    mapping = backbone.gluoncv_param_map()
+    mapping = param_map(backbone)
     for ours in ("conv1_weight", "block14_expand_bn_gamma"):
         np.testing.assert_array_equal(args[ours].asnumpy(), saved[mapping[ours]].asnumpy())
     np.testing.assert_array_equal(aux["conv_last_bn_moving_var"].asnumpy(),

@@ -11,8 +11,8 @@ import pytest
 
 import zoo
 from zoo import artifact
-from zoo.deploy import Predictor, fuse
-from zoo.quantization import (InputBatches, calibration_iter, calibration_thresholds, int8_layers,
+from zoo.predictor import Predictor, fuse
+from zoo.inference.quantization import (InputBatches, calibration_iter, calibration_thresholds, int8_layers,
                              quantize)
 
 from conftest import END_TO_END_MODELS
@@ -315,7 +315,7 @@ def test_quantize_tool_writes_a_checkpoint_that_eval_demo_and_benchmark_take(tmp
 
 
 def test_calibration_benchmark_times_both_collectors_and_compares_thresholds():
-    from zoo.jobs.benchmark_calibration import (CalibrationBenchmarkOptions,
+    from zoo.bench.calibration import (CalibrationBenchmarkOptions,
                                                 benchmark_calibration)
 
     lines = []

@@ -64,7 +64,7 @@ def test_use_a_trained_detector_example_runs(tmp_path, monkeypatch):
 
 def test_readme_config_tables_match_the_schemas():
     """Each architecture's field table in the README is its schema's, as generated."""
-    from zoo.detectors import ARCHITECTURES
+    from zoo.architectures import ARCHITECTURES
     with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as handle:
         text = handle.read()
     for arch in ARCHITECTURES.values():

@@ -7,10 +7,11 @@ import textwrap
 import pytest
 
 import zoo
-from zoo import config, schema
-from zoo.detectors import ARCHITECTURES
-from zoo.modeling import BACKBONES
-from zoo.preprocessing import MEAN_PIXELS, STD_PIXELS
+from zoo.config import loading as config
+from zoo.schema import fields as schema
+from zoo.architectures import ARCHITECTURES
+from symbols.backbones import BACKBONES
+from zoo.schema.preprocessing import MEAN_PIXELS, STD_PIXELS
 
 
 def write(folder, name, text):
@@ -254,8 +255,8 @@ def test_missing_base_names_where_it_looked(tmp_path, monkeypatch, no_graph):
     err = error_of(zoo.load_config, path)
     assert (err.model, err.field, err.value) == ("mine", "base", "ssd_resnet5")
     assert err.expected == "a config ssd_resnet5.yaml beside the file (%s) or in the registry " \
-                           "(%s)" % (tmp_path, zoo.config.configs_dir())
-    monkeypatch.setattr(zoo.config, "configs_dir", lambda: str(tmp_path / "registry"))
+                           "(%s)" % (tmp_path, zoo.config.loading.configs_dir())
+    monkeypatch.setattr(zoo.config.loading, "configs_dir", lambda: str(tmp_path / "registry"))
     os.mkdir(tmp_path / "registry")
     write(tmp_path / "registry", "ssd_resnet5", "arch: ssd\n")
     err = error_of(zoo.load_config, path)  # found there now: the next fault is a field

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import zoo.cli
-from zoo.visualize import class_color, draw_detections, plot_training_log, save_png
+from zoo.inference.visualize import class_color, draw_detections, plot_training_log, save_png
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PLOT_LOG = os.path.join(ROOT, "tools", "plot_log.py")

@@ -7,19 +7,20 @@ MXNet is not installed.
 import importlib
 import importlib.util
 
-from . import runtime
-from .version import __version__
+from zoo import process
+from zoo.version import __version__
 
-if runtime.configure():  # before anything imports MXNet
-    runtime.start_engine_on_import()
+if process.configure():  # before anything imports MXNet
+    process.start_engine_on_import()
 
-from .errors import ConfigError, DataError, PretrainedNotFound  # noqa: E402
+from zoo.errors import ConfigError, DataError, PretrainedNotFound  # noqa: E402
 
 LAZY = {
     # name: the submodule defining it
-    "DetectionModel": "model", "build_model": "model", "load_config": "config",
-    "get_config": "registry", "get_model": "registry", "list_models": "registry",
-    "Detections": "inference", "Detector": "detector", "load_detector": "detector",
+    "DetectionModel": "model", "build_model": "model", "get_model": "model",
+    "load_config": "config", "get_config": "config", "list_models": "config",
+    "Detections": "inference.runner", "Detector": "inference.detector",
+    "load_detector": "inference.detector",
     "load_onnx_detector": "onnx.runtime",
 }
 

@@ -1,7 +1,7 @@
 """``python -m zoo COMMAND``: see :mod:`zoo.cli`."""
 import sys
 
-from .cli import main
+from zoo.cli import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -27,10 +27,10 @@ from dataclasses import dataclass
 import mxnet as mx
 import numpy as np
 
-from . import deploy
-from .version import __version__
-from .errors import ConfigError
-from .model import DetectionModel, build_model
+from zoo import predictor as deploy
+from zoo.version import __version__
+from zoo.errors import ConfigError
+from zoo.model import DetectionModel, build_model
 
 FORMAT_VERSION = 2
 _CHUNK = 1 << 20
@@ -468,7 +468,7 @@ def export(model, prefix, epoch=0, fused=True):
     first if none are set), which :func:`load` reads. Returns the graph's and the
     parameters' paths.
 
-    ``fused`` writes the graph with MKL-DNN's fused operators (see :mod:`zoo.deploy`),
+    ``fused`` writes the graph with MKL-DNN's fused operators (see :mod:`zoo.predictor`),
     which loads only in MXNet builds with MKL-DNN; ``fused=False`` writes the portable
     graph (e.g. for GPUs)."""
     if model.arg_params is None:

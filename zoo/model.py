@@ -2,15 +2,17 @@
 import mxnet as mx
 import numpy as np
 
-from . import modeling
+from symbols import backbones as modeling
 
-from . import pretrained
-from .config import resolve
-from .detectors import ARCHITECTURES
-from .detectors.base import outputs_by_name
-from .graph import BackboneGraph
-from .inference import canvas_im_info
-from .validate import Checker
+from zoo import pretrained
+from zoo.pretrained import maps
+from zoo.config.loading import resolve
+from zoo.config.registry import get_config
+from zoo.architectures import ARCHITECTURES
+from zoo.architectures.base import outputs_by_name
+from zoo.schema.graph import BackboneGraph
+from zoo.schema.preprocessing import canvas_im_info
+from zoo.schema.checks import Checker
 
 
 def build_model(config, pretrained_backbone=False, **overrides):
@@ -31,15 +33,15 @@ def build_model(config, pretrained_backbone=False, **overrides):
     derived = arch.derive(spec, backbone, BackboneGraph(backbone.body(), height, width))
     model = DetectionModel(spec.merged(derived), backbone, arch)
     if pretrained_backbone:
-        model.pretrained_path = pretrained.find_gluoncv_file(backbone.gluoncv_name)
+        model.pretrained_path = pretrained.find_gluoncv_file(maps.gluoncv_name(backbone))
     return model
 
 
 class DetectionModel:
     """A validated detector: its config, graphs, parameters and export.
 
-    ``spec`` is a resolved :class:`zoo.config.ModelSpec` with the architecture's derived
-    fields, ``arch`` its :class:`zoo.detectors.Architecture`."""
+    ``spec`` is a resolved :class:`zoo.config.loading.ModelSpec` with the architecture's derived
+    fields, ``arch`` its :class:`zoo.architectures.Architecture`."""
 
     def __init__(self, spec, backbone, arch):
         self._spec = spec
@@ -57,7 +59,7 @@ class DetectionModel:
 
     @property
     def spec(self):
-        """The resolved config as a read-only :class:`zoo.config.ModelSpec`."""
+        """The resolved config as a read-only :class:`zoo.config.loading.ModelSpec`."""
         return self._spec
 
     @property
@@ -104,7 +106,7 @@ class DetectionModel:
         return self.arch.training_losses(outputs_by_name(self._train_outputs, outputs))
 
     def preprocessing(self):
-        """``{"mean", "std", "resize", "data_shape": [H, W], ...}`` (:mod:`zoo.preprocessing`):
+        """``{"mean", "std", "resize", "data_shape": [H, W], ...}`` (:mod:`zoo.schema.preprocessing`):
         how an image becomes this model's input; the one source for transforms, detector
         and artifact."""
         return self.arch.preprocessing(self._spec)
@@ -154,3 +156,8 @@ class DetectionModel:
             self.arg_params.update({k: v.as_in_context(ctx) for k, v in args.items()})
             self.aux_params.update({k: v.as_in_context(ctx) for k, v in aux.items()})
         return self.arg_params, self.aux_params
+
+
+def get_model(name, pretrained_backbone=False, **overrides):
+    """A registered model with any config field overridden, e.g. ``num_classes=3``."""
+    return build_model(get_config(name), pretrained_backbone=pretrained_backbone, **overrides)

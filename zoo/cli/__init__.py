@@ -17,8 +17,8 @@ import logging
 import signal
 import sys
 
-from ..jobs import LOG_FORMAT
-from .common import HelpFormatter, Parser
+from zoo.jobs import LOG_FORMAT
+from zoo.cli.common import HelpFormatter, Parser
 
 COMMANDS = {
     # name: (module of this package, one-line summary)
@@ -51,11 +51,11 @@ COMMANDS = {
 def user_errors():
     """The exceptions that mean the user asked for something wrong (not a bug): reported
     in one line, no traceback."""
-    from ..artifact import ArtifactError
-    from ..distributed import ClusterError
-    from ..engine.trainer import TrainingError
-    from ..errors import ConfigError, DataError, OptionsError
-    from ..gluoncv.common import GluonCVImportError
+    from zoo.artifact import ArtifactError
+    from zoo.distributed.cluster import ClusterError
+    from zoo.engine.trainer import TrainingError
+    from zoo.errors import ConfigError, DataError, OptionsError
+    from zoo.gluoncv.common import GluonCVImportError
     return (ConfigError, DataError, ArtifactError, FileNotFoundError, TrainingError,
             ClusterError, OptionsError, GluonCVImportError)
 
@@ -63,7 +63,7 @@ def user_errors():
 def build_parser(command=None):
     """The parser of every command; only ``command``'s flags are declared (importing one
     command's module only)."""
-    from ..version import __version__
+    from zoo.version import __version__
     parser = Parser(prog="zoo", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version="zoo %s" % __version__)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)

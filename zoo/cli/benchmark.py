@@ -1,6 +1,6 @@
 """``zoo benchmark``: inference speed of a registered model or a saved artifact, fp32 and
 int8, optionally beside the closest GluonCV models or its fp32 graph on ONNX Runtime or
-OpenVINO, and with a profile of where the time goes (see :mod:`zoo.jobs.benchmark`).
+OpenVINO, and with a profile of where the time goes (see :mod:`zoo.bench.inference`).
 
 Examples:
     zoo benchmark --network ssd_resnet50 --dtypes fp32,int8 --compare gluoncv
@@ -13,9 +13,9 @@ Examples:
 """
 import argparse
 
-from ..jobs.benchmark import COMPARISONS, DTYPES, BenchmarkOptions, benchmark
-from ..registry import list_models
-from .common import comma_list, nonnegative_int, options_from, positive_int
+from zoo.bench.inference import COMPARISONS, DTYPES, BenchmarkOptions, benchmark
+from zoo.config.registry import list_models
+from zoo.cli.common import comma_list, nonnegative_int, options_from, positive_int
 
 
 def dtype(value):

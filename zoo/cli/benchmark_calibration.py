@@ -1,15 +1,15 @@
 """``zoo benchmark-calibration``: seconds per image of int8 calibration with MXNet's
 collector and with the zoo's, side by side on random images (see
-:mod:`zoo.jobs.benchmark_calibration`).
+:mod:`zoo.bench.calibration`).
 
 Example:
     zoo benchmark-calibration --network faster_rcnn_resnet50 --data-shape 320 \\
         --max-size 512 --images 2
 """
-from ..jobs.benchmark_calibration import CalibrationBenchmarkOptions, benchmark_calibration
-from ..quantization import CALIB_MODES, COLLECTORS
-from ..registry import list_models
-from .common import add_batch_flag, comma_list, options_from, positive_int
+from zoo.bench.calibration import CalibrationBenchmarkOptions, benchmark_calibration
+from zoo.inference.quantization import CALIB_MODES, COLLECTORS
+from zoo.config.registry import list_models
+from zoo.cli.common import add_batch_flag, comma_list, options_from, positive_int
 
 
 def add_arguments(p):

@@ -1,12 +1,12 @@
 """``zoo benchmark-data``: throughput of the SSD training data pipeline alone, ours beside
 GluonCV's DataLoader, on the same JPEGs with the same workers (see
-:mod:`zoo.jobs.benchmark_data`).
+:mod:`zoo.bench.data`).
 
 Example:
     zoo benchmark-data --data-shape 512 --batch-size 32 --data-threads 2
 """
-from ..jobs.benchmark_data import COMPARISONS, DataBenchmarkOptions, benchmark_data
-from .common import (add_batch_flag, add_dataset_flags, add_hidden_alias, nonnegative_int,
+from zoo.bench.data import COMPARISONS, DataBenchmarkOptions, benchmark_data
+from zoo.cli.common import (add_batch_flag, add_dataset_flags, add_hidden_alias, nonnegative_int,
                      options_from, positive_int)
 
 

@@ -1,15 +1,15 @@
 """``zoo benchmark-detector``: images/s through :class:`zoo.Detector` on JPEG files
 (decoding included) against pure inference of the same graph at the same batch size, side by
-side in one process (see :mod:`zoo.jobs.benchmark_detector`).
+side in one process (see :mod:`zoo.bench.detector`).
 
 Examples:
     zoo benchmark-detector --network ssd_mobilenetv2_stride8 --data-shape 192
     zoo benchmark-detector --checkpoint output/train/ssd_mobilenetv2_stride8 \\
         --images output/shapes/JPEGImages
 """
-from ..jobs.benchmark_detector import DetectorBenchmarkOptions, benchmark_detector, report
-from ..registry import list_models
-from .common import fraction, options_from, positive_int
+from zoo.bench.detector import DetectorBenchmarkOptions, benchmark_detector, report
+from zoo.config.registry import list_models
+from zoo.cli.common import fraction, options_from, positive_int
 
 DEFAULTS = DetectorBenchmarkOptions()
 

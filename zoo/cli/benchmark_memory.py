@@ -1,12 +1,12 @@
 """``zoo benchmark-memory``: peak memory and step time of training with and without
-memory saving, each configuration in a fresh process (see :mod:`zoo.jobs.benchmark_memory`).
+memory saving, each configuration in a fresh process (see :mod:`zoo.bench.memory`).
 
 Example:
     zoo benchmark-memory --network ssd_resnet101 --data-shape 512 --batch-size 8
 """
-from ..jobs.benchmark_memory import CONFIGURATIONS, MemoryBenchmarkOptions, benchmark_memory
-from ..registry import list_models
-from .common import add_batch_flag, comma_list, nonnegative_int, options_from, positive_int
+from zoo.bench.memory import CONFIGURATIONS, MemoryBenchmarkOptions, benchmark_memory
+from zoo.config.registry import list_models
+from zoo.cli.common import add_batch_flag, comma_list, nonnegative_int, options_from, positive_int
 
 
 def add_arguments(p):

@@ -1,7 +1,7 @@
 """``zoo check``: validate model configs against their backbone graphs and print a table."""
 import sys
 
-from ..check import check_files, format_table, registered_config_files
+from zoo.jobs.check import check_files, format_table, registered_config_files
 
 
 def add_arguments(p):

@@ -7,7 +7,7 @@ import math
 import os
 import re
 
-from ..data.factory import KINDS
+from zoo.data.factory import KINDS
 
 CTX_PATTERN = re.compile(r"cpu|gpu\d+(,\d+)*")
 
@@ -116,7 +116,7 @@ def ctx(value):
 
 def network(value):
     """A registered model name or the path of a YAML config."""
-    from ..registry import list_models
+    from zoo.config.registry import list_models
     if value in list_models() or os.path.isfile(value):
         return value
     raise argparse.ArgumentTypeError("must be a registered model (%s) or a YAML file, got %r"

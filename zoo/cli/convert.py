@@ -5,8 +5,8 @@ of storing its config. Its pickled optimizer state is never read.
 Example:
     zoo convert --checkpoint output/train/ssd_mobilenetv2
 """
-from ..jobs.convert import convert_v1
-from .common import add_checkpoint_flags
+from zoo.jobs.convert import convert_v1
+from zoo.cli.common import add_checkpoint_flags
 
 
 def add_arguments(p):

@@ -4,8 +4,8 @@ Example:
     zoo demo --checkpoint output/train/ssd_mobilenetv2 \\
         --image output/shapes/JPEGImages/001500.jpg --output output/demo.png
 """
-from ..jobs.demo import DemoOptions, demo
-from .common import add_checkpoint_flags, fraction, options_from
+from zoo.jobs.demo import DemoOptions, demo
+from zoo.cli.common import add_checkpoint_flags, fraction, options_from
 
 
 def add_arguments(p):

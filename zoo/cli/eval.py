@@ -4,8 +4,8 @@ Example:
     zoo eval --checkpoint output/train/ssd_mobilenetv2 --dataset voc \\
         --data-root output/shapes --split val
 """
-from ..jobs.evaluate import EvalOptions, evaluate, format_table
-from .common import (add_batch_flag, add_checkpoint_flags, add_class_map_flag,
+from zoo.jobs.evaluate import EvalOptions, evaluate, format_table
+from zoo.cli.common import (add_batch_flag, add_checkpoint_flags, add_class_map_flag,
                      add_dataset_flags, add_progress_flag, options_from)
 
 

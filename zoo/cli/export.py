@@ -8,9 +8,9 @@ Examples:
     zoo export --checkpoint output/train/ssd_mobilenetv2_stride8 --format onnx \\
         --output out/ssd --verify output/shapes/JPEGImages/000000.jpg
 """
-from ..jobs.export import FORMATS, ExportOptions, export
-from ..onnx import GRAPH_PREPROCESSING
-from .common import network, nonnegative_int, options_from, positive_int
+from zoo.jobs.export import FORMATS, ExportOptions, export
+from zoo.onnx import GRAPH_PREPROCESSING
+from zoo.cli.common import network, nonnegative_int, options_from, positive_int
 
 
 def add_arguments(p):

@@ -7,9 +7,9 @@ Example:
     zoo import-gluoncv ssd_512_resnet50_v1_voc --output output/gluoncv/ssd_512_resnet50_v1_voc
     zoo demo --checkpoint output/gluoncv/ssd_512_resnet50_v1_voc --image street.jpg
 """
-from ..gluoncv import IMPORTERS
-from ..jobs.import_gluoncv import ImportOptions, import_detector
-from .common import options_from
+from zoo.gluoncv import IMPORTERS
+from zoo.jobs.import_gluoncv import ImportOptions, import_detector
+from zoo.cli.common import options_from
 
 
 def add_arguments(p):

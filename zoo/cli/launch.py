@@ -1,5 +1,5 @@
 """``zoo launch``: run a command on every worker of a parameter-server cluster (a ps-lite
-scheduler, servers and workers), on this machine or over ssh (see :mod:`zoo.launcher`).
+scheduler, servers and workers), on this machine or over ssh (see :mod:`zoo.distributed.launcher`).
 
 Two workers and one server on this machine:
     zoo launch -n 2 -s 1 -- zoo train --network ssd_mobilenetv2_stride8 --dataset voc \\
@@ -11,9 +11,9 @@ import argparse
 import os
 import sys
 
-from ..distributed import CONNECT_TIMEOUT_VARIABLE, DEFAULT_CONNECT_TIMEOUT
-from ..launcher import LaunchOptions, launch
-from .common import nonnegative_float, nonnegative_int, options_from, positive_float, positive_int
+from zoo.distributed.cluster import CONNECT_TIMEOUT_VARIABLE, DEFAULT_CONNECT_TIMEOUT
+from zoo.distributed.launcher import LaunchOptions, launch
+from zoo.cli.common import nonnegative_float, nonnegative_int, options_from, positive_float, positive_int
 
 
 def add_arguments(p):

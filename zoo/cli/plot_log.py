@@ -6,7 +6,7 @@ Example:
 """
 import os
 
-from ..visualize import plot_training_log
+from zoo.inference.visualize import plot_training_log
 
 
 def add_arguments(p):

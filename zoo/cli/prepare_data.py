@@ -4,8 +4,8 @@ PREFIX.idx and PREFIX.classes.txt (im2rec detection format, boxes normalised to 
 Example:
     zoo prepare-data --format voc --root VOCdevkit/VOC2007 --split trainval --output rec/train
 """
-from ..jobs.prepare_data import FORMATS, PrepareOptions, prepare_data
-from .common import add_hidden_alias, options_from
+from zoo.jobs.prepare_data import FORMATS, PrepareOptions, prepare_data
+from zoo.cli.common import add_hidden_alias, options_from
 
 PROGRESS_EVERY = 500
 

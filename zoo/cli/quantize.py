@@ -6,9 +6,9 @@ Example:
         --data-root output/shapes --calib-mode entropy
     zoo eval --checkpoint output/train/ssd_mobilenetv2_stride8-int8 --data-root output/shapes
 """
-from ..jobs.quantize import QuantizeOptions, quantize
-from ..quantization import CALIB_MODES
-from .common import (add_batch_flag, add_checkpoint_flags, add_class_map_flag,
+from zoo.jobs.quantize import QuantizeOptions, quantize
+from zoo.inference.quantization import CALIB_MODES
+from zoo.cli.common import (add_batch_flag, add_checkpoint_flags, add_class_map_flag,
                      add_dataset_flags, comma_list, options_from, positive_int)
 
 

@@ -5,8 +5,8 @@ MXNet on held-out images), and print the lines of Python that use the trained de
 import sys
 import time
 
-from ..jobs.quickstart import EPOCHS, TARGET_MAP, QuickstartOptions, quickstart
-from .common import add_progress_flag, options_from, positive_int
+from zoo.jobs.quickstart import EPOCHS, TARGET_MAP, QuickstartOptions, quickstart
+from zoo.cli.common import add_progress_flag, options_from, positive_int
 
 
 def add_arguments(p):

@@ -8,9 +8,9 @@ On two workers of a parameter-server cluster:
 """
 import os
 
-from ..engine.trainer import OPTIMIZERS
-from ..jobs.train import KV_STORES, TrainOptions, train
-from .common import (add_batch_flag, add_ctx_flag, add_dataset_flags, add_hidden_alias,
+from zoo.engine.trainer import OPTIMIZERS
+from zoo.jobs.train import KV_STORES, TrainOptions, train
+from zoo.cli.common import (add_batch_flag, add_ctx_flag, add_dataset_flags, add_hidden_alias,
                      add_progress_flag, comma_list, float_in, network, nonnegative_float,
                      nonnegative_int, options_from, positive_float, positive_int, regex)
 
@@ -73,7 +73,7 @@ def add_arguments(p):
                    help="no IoU-constrained random crop in the augmentation")
     p.add_argument("--memory-saving", action="store_true",
                    help="keep few activations and recompute the others in backward, "
-                        "segment by segment (zoo.memory); same losses and gradients. "
+                        "segment by segment (zoo.engine.memory); same losses and gradients. "
                         "ssd_resnet101, batch 8 at 512: about half the peak memory for about "
                         "1.2x the step time (zoo benchmark-memory)")
     add_progress_flag(p)

@@ -12,14 +12,14 @@ rest, which inference needs, loads no MXNet.
 """
 import importlib
 
-from .coco import COCODataset
-from .dataset import DetectionDataset
-from .loader import Batch, DetectionLoader
-from .records import Record
-from .transforms import (MEAN_PIXELS, STD_PIXELS, ShortSideTrainTransform, ShortSideValTransform,
+from zoo.data.coco import COCODataset
+from zoo.data.dataset import DetectionDataset
+from zoo.data.loader import Batch, DetectionLoader
+from zoo.data.records import Record
+from zoo.data.transforms import (MEAN_PIXELS, STD_PIXELS, ShortSideTrainTransform, ShortSideValTransform,
                          TrainTransform, ValTransform, batch_inputs, inference_transform,
                          train_transform)
-from .voc import VOC_CLASSES, VOCDataset
+from zoo.data.voc import VOC_CLASSES, VOCDataset
 
 RECORDIO = ("LstDataset", "RecordDataset", "write_record_files")
 

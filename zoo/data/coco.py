@@ -12,10 +12,10 @@ import os
 
 from pycocotools.coco import COCO
 
-from ..validate import is_number
-from .dataset import DetectionDataset, check_image_size, contained_path
-from .images import check_image_file
-from .records import SkipPolicy, data_error, make_record
+from zoo.schema.checks import is_number
+from zoo.data.dataset import DetectionDataset, check_image_size, contained_path
+from zoo.data.images import check_image_file
+from zoo.data.records import SkipPolicy, data_error, make_record
 
 
 class COCODataset(DetectionDataset):

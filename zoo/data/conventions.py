@@ -19,7 +19,7 @@ Every dataset has a ``box_convention`` and every metric measures its boxes by it
 """
 import os
 
-from .records import data_error
+from zoo.data.records import data_error
 
 INCLUSIVE, CONTINUOUS = "inclusive", "continuous"
 PIXEL_OFFSETS = {INCLUSIVE: 1, CONTINUOUS: 0}
@@ -35,7 +35,7 @@ def check_box_convention(convention):
 
 
 def pixel_offset(convention):
-    """1 for inclusive corners, 0 for continuous ones: ``zoo.boxes.iou``'s ``offset``."""
+    """1 for inclusive corners, 0 for continuous ones: ``symbols.boxes.iou``'s ``offset``."""
     return PIXEL_OFFSETS[check_box_convention(convention)]
 
 

@@ -2,9 +2,9 @@
 import os
 from concurrent.futures import ThreadPoolExecutor
 
-from .conventions import CONTINUOUS, check_box_convention
-from .images import read_image
-from .records import SkipPolicy, data_error
+from zoo.data.conventions import CONTINUOUS, check_box_convention
+from zoo.data.images import read_image
+from zoo.data.records import SkipPolicy, data_error
 
 
 class DetectionDataset:

@@ -22,9 +22,9 @@ import cv2
 import numpy as np
 from PIL import Image
 
-from .dataset import write_class_names
-from .records import data_error
-from .voc import CLASS_FILE, annotation_xml
+from zoo.data.dataset import write_class_names
+from zoo.data.records import data_error
+from zoo.data.voc import CLASS_FILE, annotation_xml
 
 CLASSES = ("circle", "square", "triangle", "star")
 MANIFEST = "manifest.json"

@@ -1,10 +1,10 @@
 """Open a dataset by kind and split, as the command-line tools name them."""
 import os
 
-from . import embedded
-from .coco import COCODataset
-from .recordio import LstDataset, RecordDataset
-from .voc import VOCDataset
+from zoo.data import embedded
+from zoo.data.coco import COCODataset
+from zoo.data.recordio import LstDataset, RecordDataset
+from zoo.data.voc import VOCDataset
 
 KINDS = ("embedded", "voc", "coco", "rec", "lst")
 DEFAULT_SPLITS = {"train": "train", "val": "val"}

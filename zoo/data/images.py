@@ -20,8 +20,8 @@ import numpy as np
 import simplejpeg
 from PIL import Image
 
-from ..errors import DataError, OptionsError
-from .records import data_error
+from zoo.errors import DataError, OptionsError
+from zoo.data.records import data_error
 
 JPEG_START, JPEG_END = b"\xff\xd8", b"\xff\xd9"
 PNG_START, PNG_END = b"\x89PNG\r\n\x1a\n", b"IEND\xaeB`\x82"

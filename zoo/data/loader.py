@@ -13,8 +13,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from ..errors import DataError
-from .transforms import pad_batch
+from zoo.errors import DataError
+from zoo.data.transforms import pad_batch
 
 LAST_BATCH_MODES = ("discard", "keep", "pad")
 MAX_REPLACEMENTS = 32

@@ -13,12 +13,12 @@ import threading
 import mxnet as mx
 import numpy as np
 
-from ..errors import DataError
-from .conventions import read_box_convention, write_box_convention
-from .dataset import (DetectionDataset, check_image_size, contained_path, read_class_names,
+from zoo.errors import DataError
+from zoo.data.conventions import read_box_convention, write_box_convention
+from zoo.data.dataset import (DetectionDataset, check_image_size, contained_path, read_class_names,
                       write_class_names)
-from .images import check_image_file, decode_image, image_size, read_image_bytes
-from .records import LABEL_WIDTH, SkipPolicy, data_error, make_record
+from zoo.data.images import check_image_file, decode_image, image_size, read_image_bytes
+from zoo.data.records import LABEL_WIDTH, SkipPolicy, data_error, make_record
 
 HEADER_WIDTH = 2
 

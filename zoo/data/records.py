@@ -12,7 +12,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from ..errors import DataError
+from zoo.errors import DataError
 
 LABEL_WIDTH = 6
 """Columns of a label row: ``[class_id, x1, y1, x2, y2, difficult]``."""

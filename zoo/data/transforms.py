@@ -1,5 +1,5 @@
 """Training augmentation and the validation transforms, of both resize modes
-(:mod:`zoo.preprocessing`).
+(:mod:`zoo.schema.preprocessing`).
 
 A transform takes ``(image, label, rng)``: an HxWx3 uint8 RGB image, an (M, 6)
 label ``[class_id, x1, y1, x2, y2, difficult]`` in pixels and a
@@ -12,7 +12,7 @@ tells :class:`zoo.data.DetectionLoader` to pad each batch onto one canvas
 (:func:`pad_batch`). :func:`inference_transform` builds the transform of a
 preprocessing dict, :func:`batch_inputs` the graph inputs of a list of images.
 The validation transforms resize by the dict's ``interpolation`` (a warp, or OpenCV's
-resize: :data:`zoo.preprocessing.INTERPOLATIONS`); the training ones always warp.
+resize: :data:`zoo.schema.preprocessing.INTERPOLATIONS`); the training ones always warp.
 
 Expansion, the IoU-constrained crop, the flip and the resize are one affine
 map from the source image to the output, applied by a single ``warpAffine``
@@ -26,8 +26,8 @@ import threading
 import cv2
 import numpy as np
 
-from ..boxes import iou
-from ..preprocessing import (INTERPOLATIONS, MEAN_PIXELS, STD_PIXELS, WARP, canvas_size,
+from symbols.boxes import iou
+from zoo.schema.preprocessing import (INTERPOLATIONS, MEAN_PIXELS, STD_PIXELS, WARP, canvas_size,
                              interpolation_of, scaled_size)
 
 MIN_IOUS = (None, 0.1, 0.3, 0.5, 0.7, 0.9)
@@ -44,7 +44,7 @@ NO_LABEL = np.zeros((0, 6), np.float32)
 
 class ValTransform:
     """Resize to ``data_shape`` x ``data_shape`` by ``interpolation``
-    (:data:`zoo.preprocessing.INTERPOLATIONS`) and normalise; no randomness."""
+    (:data:`zoo.schema.preprocessing.INTERPOLATIONS`) and normalise; no randomness."""
 
     size_divisor = None
     """Outputs are all S x S: a batch needs no canvas."""
@@ -113,7 +113,7 @@ class TrainTransform(ValTransform):
 
 class ShortSideValTransform(ValTransform):
     """Resize keeping the aspect ratio, the short side to ``short_side`` with the long side
-    at most ``max_size`` (:func:`zoo.preprocessing.scaled_size`), and normalise; no
+    at most ``max_size`` (:func:`zoo.schema.preprocessing.scaled_size`), and normalise; no
     randomness; the image is resized by ``interpolation``. Returns ``(data, label, scale)``;
     a loader pads its batches onto canvases whose sides are multiples of ``size_divisor``."""
 
@@ -150,10 +150,10 @@ class ShortSideTrainTransform(ShortSideValTransform):
 
 
 def inference_transform(preprocessing):
-    """The deterministic transform a preprocessing dict (:mod:`zoo.preprocessing`, a
+    """The deterministic transform a preprocessing dict (:mod:`zoo.schema.preprocessing`, a
     model's or an artifact's) describes: :class:`ShortSideValTransform` for
     ``"short_side"``, else :class:`ValTransform` (an artifact without ``resize`` was
-    stretched), resizing by the dict's :func:`~zoo.preprocessing.interpolation_of`."""
+    stretched), resizing by the dict's :func:`~zoo.schema.preprocessing.interpolation_of`."""
     pixels = preprocessing["mean"], preprocessing["std"], interpolation_of(preprocessing)
     if preprocessing.get("resize") == "short_side":
         return ShortSideValTransform(preprocessing["short_side"], preprocessing["max_size"],
@@ -182,7 +182,7 @@ def pad_batch(samples, size_divisor, batch_size=None):
     With ``size_divisor`` None the samples are one size (stretched) and im_info is None.
     Else they are short-side outputs ``(data, label, scale)``: data ``(batch_size, 3, H,
     W)`` has each sample's ``(3, h, w)`` at the top left, ``H, W`` their
-    :func:`~zoo.preprocessing.canvas_size`, and im_info ``(batch_size, 3)`` rows ``[h, w,
+    :func:`~zoo.schema.preprocessing.canvas_size`, and im_info ``(batch_size, 3)`` rows ``[h, w,
     scale]``; an empty slot's is the whole canvas."""
     batch_size = len(samples) if batch_size is None else batch_size
     if size_divisor is None:
@@ -315,7 +315,7 @@ def warp_image(image, affine, size, fill, out=None):
 
 def resize_image(image, size, interpolation, out=None):
     """An image resized to ``size`` ``(height, width)`` by ``cv2.resize`` as the
-    :data:`~zoo.preprocessing.INTERPOLATIONS` name ``interpolation`` (not ``warp``) says,
+    :data:`~zoo.schema.preprocessing.INTERPOLATIONS` name ``interpolation`` (not ``warp``) says,
     written to ``out`` when it is an image of that size like ``image``. The result is MXNet's
     ``imresize``'s (its own OpenCV 3.4) value for value, but for a few bicubic values in a
     million, one grey level apart: OpenCV 4 rounds that vertical pass otherwise."""

@@ -9,10 +9,10 @@ from xml.sax.saxutils import escape
 import defusedxml
 import defusedxml.ElementTree as ElementTree
 
-from .conventions import INCLUSIVE
-from .dataset import DetectionDataset, check_image_size, contained_path, read_class_names
-from .images import check_image_file
-from .records import SkipPolicy, data_error, make_record
+from zoo.data.conventions import INCLUSIVE
+from zoo.data.dataset import DetectionDataset, check_image_size, contained_path, read_class_names
+from zoo.data.images import check_image_file
+from zoo.data.records import SkipPolicy, data_error, make_record
 
 VOC_CLASSES = ("aeroplane", "bicycle", "bird", "boat", "bottle", "bus", "car", "cat", "chair",
                "cow", "diningtable", "dog", "horse", "motorbike", "person", "pottedplant",

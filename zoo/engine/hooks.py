@@ -11,11 +11,11 @@ import time
 
 import numpy as np
 
-from .. import artifact
-from ..errors import DataError
-from ..evaluation import evaluate_voc
-from . import module_adapter
-from .trainer import OutputFolderInUse, TrainingDiverged, TrainingError
+from zoo import artifact
+from zoo.errors import DataError
+from zoo.inference.evaluation import evaluate_voc
+from zoo.engine import module_adapter
+from zoo.engine.trainer import OutputFolderInUse, TrainingDiverged, TrainingError
 
 LOG = logging.getLogger("zoo.train")
 # A loss this many times the first one seen (or 1, if larger) counts as exploded.

@@ -8,7 +8,7 @@ gradient, so the first device's state stands for all of them.
 """
 import mxnet as mx
 
-from ..artifact import OptimizerState
+from zoo.artifact import OptimizerState
 
 SETTINGS = ("lr", "wd", "momentum", "rescale_grad", "clip_gradient")
 

@@ -23,10 +23,10 @@ from typing import Optional
 import mxnet as mx
 import numpy as np
 
-from .. import artifact
-from ..distributed import ClusterError, is_distributed, is_synchronous
-from ..memory import memory_saving_symbol
-from . import module_adapter
+from zoo import artifact
+from zoo.distributed.cluster import ClusterError, is_distributed, is_synchronous
+from zoo.engine.memory import memory_saving_symbol
+from zoo.engine import module_adapter
 
 LOG = logging.getLogger("zoo.train")
 OPTIMIZERS = ("sgd", "nag", "adam", "rmsprop")
@@ -117,7 +117,7 @@ class TrainerOptions:
     """How to train: ``ctx`` is ``"cpu"`` or ``"gpu0,1,..."``; ``batch_size`` the samples of
     one step of this process (the loader's), split over its devices; ``freeze`` a regular
     expression of parameter names to keep fixed; ``memory_saving`` recomputes activations
-    in backward (:mod:`zoo.memory`); ``seed`` the initialisation and per-epoch seed."""
+    in backward (:mod:`zoo.engine.memory`); ``seed`` the initialisation and per-epoch seed."""
     epochs: int
     batch_size: int
     ctx: str = "cpu"
@@ -209,7 +209,7 @@ class Trainer:
         kind = getattr(self.kvstore, "type", self.kvstore)
         self.distributed, self.synchronous = is_distributed(kind), is_synchronous(kind)
         if self.distributed and isinstance(self.kvstore, str):
-            raise ValueError("kvstore %r: create it first (zoo.distributed.create_dist_kvstore) "
+            raise ValueError("kvstore %r: create it first (zoo.distributed.cluster.create_dist_kvstore) "
                              "and pass it, its rank picks the loader's shard" % kind)
         self.rank = getattr(self.kvstore, "rank", 0)
         self.num_workers = getattr(self.kvstore, "num_workers", 1)

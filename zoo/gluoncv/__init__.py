@@ -1,9 +1,9 @@
 """GluonCV's trained detectors as zoo artifacts: ``import_gluoncv(name, output=PREFIX)``
 builds the zoo model that computes what GluonCV's ``name`` computes, maps every parameter
 onto it and writes a format-2 artifact with GluonCV's class names and preprocessing."""
-from ..errors import OptionsError
-from . import rcnn, ssd
-from .common import Importer, ImportResult, run_import
+from zoo.errors import OptionsError
+from zoo.gluoncv import rcnn, ssd
+from zoo.gluoncv.common import Importer, ImportResult, run_import
 
 IMPORTERS = {**ssd.IMPORTERS, **rcnn.IMPORTERS}
 """GluonCV model name -> :class:`Importer`."""

@@ -16,10 +16,10 @@ from typing import Callable
 import mxnet as mx
 import numpy as np
 
-from .. import artifact
-from ..errors import OptionsError
-from ..model import build_model
-from ..registry import get_config
+from zoo import artifact
+from zoo.errors import OptionsError
+from zoo.model import build_model
+from zoo.config.registry import get_config
 
 
 @dataclass(frozen=True)

@@ -10,11 +10,12 @@ config makes, so that a config that does not equal the network fails at import.
 """
 import numpy as np
 
-from ..detectors import faster_rcnn as c4
-from ..detectors import faster_rcnn_fpn as fpn
-from ..modeling.faster_rcnn import gluoncv_base_anchors
-from ..modeling.fpn import level_tag
-from .common import GluonCVImportError, Importer
+from zoo.architectures import faster_rcnn as c4
+from zoo.architectures import faster_rcnn_fpn as fpn
+from symbols.rpn import gluoncv_base_anchors
+from symbols.fpn import level_tag
+from zoo.gluoncv.common import GluonCVImportError, Importer
+from zoo.pretrained.maps import param_map
 
 C4_TRUNK = {"conv1": "features.0", "bn1": "features.1", "layer1": "features.4",
             "layer2": "features.5", "layer3": "features.6", "layer4": "top_features.0"}
@@ -29,8 +30,8 @@ def _with_background(array, rows):
 
 def check_anchors(gluon, name, level, model):
     """Read GluonCV's anchor constant ``name`` ``(1, 1, H, W, 4A)`` and fail unless it holds
-    the anchors of ``level`` (an :class:`zoo.modeling.faster_rcnn.AnchorLevel`) as
-    :func:`zoo.modeling.faster_rcnn.gluoncv_base_anchors` makes them, shifted per cell."""
+    the anchors of ``level`` (an :class:`symbols.rpn.AnchorLevel`) as
+    :func:`symbols.rpn.gluoncv_base_anchors` makes them, shifted per cell."""
     theirs = gluon[name]
     height, width = theirs.shape[2:4]
     base = gluoncv_base_anchors(level.stride, level.scales, level.ratios)
@@ -48,7 +49,7 @@ def map_trunk(gluon, model, blocks):
     """Our backbone's arrays from GluonCV's, the classifier's block paths moved to where
     the detector keeps them (``blocks``: classifier block -> detector path)."""
     mapped = {}
-    for ours, theirs in model.backbone.gluoncv_param_map().items():
+    for ours, theirs in param_map(model.backbone).items():
         block, rest = theirs.split(".", 1)
         if block != "fc":
             mapped[ours] = gluon[blocks[block] + "." + rest]
@@ -108,7 +109,7 @@ def map_fpn(gluon, model):
     arrays."""
     spec = model.spec
     mapped = {ours: gluon[fpn_trunk_name(theirs)]
-              for ours, theirs in model.backbone.gluoncv_param_map().items()
+              for ours, theirs in param_map(model.backbone).items()
               if not theirs.startswith("fc.")}
     for kind in ("weight", "bias"):
         for stride in spec["fpn_strides"]:

@@ -10,10 +10,10 @@ so a file trained with other anchors is refused rather than decoded wrongly.
 import mxnet as mx
 import numpy as np
 
-from ..detectors import ssd as ssd_config
-from ..modeling import ssd as ssd_symbols
-from ..modeling.backbone import GLUON_BN_PARAMS
-from .common import GluonCVImportError, Importer
+from zoo.architectures import ssd as ssd_config
+from symbols import ssd as ssd_symbols
+from zoo.pretrained.maps import GLUON_BN_PARAMS
+from zoo.gluoncv.common import GluonCVImportError, Importer
 
 BACKBONE = "features.resnetv10_"
 """The prefix of GluonCV's ResNet v1 names inside its SSDs (a fresh process's block name)."""

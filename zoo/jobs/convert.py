@@ -6,10 +6,10 @@ artifact (:mod:`zoo.artifact`) never does.
 """
 import os
 
-from .. import artifact
-from ..config import load_config
-from ..model import build_model
-from ..registry import get_config
+from zoo import artifact
+from zoo.config.loading import load_config
+from zoo.model import build_model
+from zoo.config.registry import get_config
 
 
 def convert_v1(prefix, epoch=None, output=None):

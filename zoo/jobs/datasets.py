@@ -2,8 +2,8 @@
 be matched to a subset of them by an explicit class map."""
 import numpy as np
 
-from ..data.factory import open_dataset
-from ..errors import DataError, OptionsError
+from zoo.data.factory import open_dataset
+from zoo.errors import DataError, OptionsError
 
 
 def data_name(options):

@@ -3,8 +3,8 @@ import os
 from dataclasses import dataclass
 from typing import Optional
 
-from ..detector import load_detector
-from ..visualize import draw, save_png
+from zoo.inference.detector import load_detector
+from zoo.inference.visualize import draw, save_png
 
 
 @dataclass(frozen=True)

@@ -5,9 +5,9 @@ import os
 from dataclasses import dataclass
 from typing import Optional, Tuple
 
-from .. import artifact
-from ..evaluation import coco_scores, predict, voc_scores
-from .datasets import data_name, open_for_artifact, relabel
+from zoo import artifact
+from zoo.inference.evaluation import coco_scores, predict, voc_scores
+from zoo.jobs.datasets import data_name, open_for_artifact, relabel
 
 
 @dataclass(frozen=True)

@@ -5,10 +5,10 @@ import os
 from dataclasses import dataclass
 from typing import Optional
 
-from .. import artifact
-from ..errors import OptionsError
-from ..model import build_model
-from .train import load_network_config
+from zoo import artifact
+from zoo.errors import OptionsError
+from zoo.model import build_model
+from zoo.jobs.train import load_network_config
 
 FORMATS = ("mxnet", "onnx")
 
@@ -80,12 +80,12 @@ class _Fresh:
     epoch: int = 0
 
     def detector(self):
-        from ..detector import Detector
+        from zoo.inference.detector import Detector
         return Detector.from_model(self.model)
 
 
 def _export_onnx(source, options):
-    from ..onnx.export import export_artifact, export_model
+    from zoo.onnx.export import export_artifact, export_model
     path = options.output + ".onnx"
     if isinstance(source, _Fresh):
         export_model(source.model, *source.model.init_params(), path,
@@ -97,9 +97,9 @@ def _export_onnx(source, options):
 
 
 def _verified(source, path, images):
-    from ..detector import Detector
-    from ..onnx.parity import verify
-    from ..onnx.runtime import OnnxDetector
+    from zoo.inference.detector import Detector
+    from zoo.onnx.parity import verify
+    from zoo.onnx.runtime import OnnxDetector
     mxnet_detector = (source.detector() if isinstance(source, _Fresh)
                       else Detector.from_artifact(source))
     parity = verify(mxnet_detector, OnnxDetector(path), images)

@@ -4,7 +4,7 @@ import os
 from dataclasses import dataclass
 from typing import Optional
 
-from ..gluoncv import import_gluoncv
+from zoo.gluoncv import import_gluoncv
 
 
 @dataclass(frozen=True)

@@ -7,10 +7,10 @@ leaves no ``PREFIX.*.part`` files."""
 from dataclasses import dataclass
 from typing import Callable, Optional
 
-from ..data.coco import COCODataset
-from ..data.recordio import write_record_files
-from ..data.voc import VOCDataset
-from ..errors import OptionsError
+from zoo.data.coco import COCODataset
+from zoo.data.recordio import write_record_files
+from zoo.data.voc import VOCDataset
+from zoo.errors import OptionsError
 
 FORMATS = ("voc", "coco")
 

@@ -5,10 +5,10 @@ import time
 from dataclasses import dataclass
 from typing import Optional, Tuple
 
-from .. import artifact
-from ..errors import DataError
-from ..quantization import calibration_iter, int8_layers, quantize as quantize_graph
-from .datasets import data_name, open_for_artifact
+from zoo import artifact
+from zoo.errors import DataError
+from zoo.inference.quantization import calibration_iter, int8_layers, quantize as quantize_graph
+from zoo.jobs.datasets import data_name, open_for_artifact
 
 
 @dataclass(frozen=True)

@@ -8,12 +8,12 @@ import shlex
 import sys
 from dataclasses import dataclass
 
-from ..data import VOCDataset, embedded
-from ..visualize import plot_training_log
-from .demo import DemoOptions, demo
-from .evaluate import EvalOptions, evaluate
-from .export import ExportOptions, export
-from .train import TrainOptions, train
+from zoo.data import VOCDataset, embedded
+from zoo.inference.visualize import plot_training_log
+from zoo.jobs.demo import DemoOptions, demo
+from zoo.jobs.evaluate import EvalOptions, evaluate
+from zoo.jobs.export import ExportOptions, export
+from zoo.jobs.train import TrainOptions, train
 
 NETWORK = "ssd_mobilenetv2_stride8"
 TARGET_MAP = 0.8

@@ -7,17 +7,17 @@ import os
 from dataclasses import asdict, dataclass
 from typing import Optional, Tuple
 
-from .. import artifact
-from ..config import load_config
-from ..data import DetectionLoader, train_transform
-from ..data.factory import open_dataset
-from ..distributed import create_dist_kvstore, is_distributed
-from ..engine.hooks import default_hooks, last_checkpoint_note
-from ..engine.trainer import OptimizerOptions, Trainer, TrainerOptions, TrainingInterrupted
-from ..errors import ConfigError, OptionsError
-from ..model import build_model
-from ..registry import get_config, list_models
-from . import LOG_FORMAT
+from zoo import artifact
+from zoo.config.loading import load_config
+from zoo.data import DetectionLoader, train_transform
+from zoo.data.factory import open_dataset
+from zoo.distributed.cluster import create_dist_kvstore, is_distributed
+from zoo.engine.hooks import default_hooks, last_checkpoint_note
+from zoo.engine.trainer import OptimizerOptions, Trainer, TrainerOptions, TrainingInterrupted
+from zoo.errors import ConfigError, OptionsError
+from zoo.model import build_model
+from zoo.config.registry import get_config, list_models
+from zoo.jobs import LOG_FORMAT
 
 LOG = logging.getLogger("zoo.train")
 KV_STORES = ("local", "device", "dist_sync", "dist_device_sync", "dist_async")

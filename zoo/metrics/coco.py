@@ -5,7 +5,7 @@ covers ``[x, x + width)``. Corners are turned into them with
 ``width = x2 - x1 + pixel_offset``: 0 for continuous corners (COCO's own), 1 for
 inclusive ones (Pascal VOC's, where x2 is the last pixel), so that ground truth and
 detections of an inclusive dataset are scored on the pixels they cover, as the VOC
-metric scores them. ``zoo.evaluation.coco_scores`` picks the offset from the dataset.
+metric scores them. ``zoo.inference.evaluation.coco_scores`` picks the offset from the dataset.
 Category ids are class id + 1 unless given.
 
 Tied scores keep pycocotools' order: its stable sorts rank equal scores in the order
@@ -21,7 +21,7 @@ import numpy as np
 from pycocotools.coco import COCO
 from pycocotools.cocoeval import COCOeval
 
-from .arrays import as_text, check_pixel_offset, to_numpy
+from zoo.metrics.arrays import as_text, check_pixel_offset, to_numpy
 
 # Names of COCOeval.stats, in order.
 COCO_STAT_NAMES = ("AP", "AP50", "AP75", "APs", "APm", "APl",

@@ -9,8 +9,8 @@ import warnings
 
 import numpy as np
 
-from ..boxes import iou as box_iou
-from .arrays import as_text, check_pixel_offset, to_numpy
+from symbols.boxes import iou as box_iou
+from zoo.metrics.arrays import as_text, check_pixel_offset, to_numpy
 
 # The recall thresholds 0, 0.1, ..., 1 exactly as py-faster-rcnn and GluonCV compute
 # them: np.arange rounds 0.3, 0.6 and 0.7 a hair upwards, so a recall of exactly 3/10
@@ -183,7 +183,7 @@ class VOCMeanAP:
     the last pixel (Pascal VOC, and GluonCV's metrics, which always add 1); 0 for
     continuous ones, where x2 is one past the last pixel (COCO) or boxes are normalised
     to [0, 1] (model output): with 1, normalised boxes all overlap almost completely
-    (``update`` warns then). ``zoo.evaluation.voc_scores`` picks it from the dataset's
+    (``update`` warns then). ``zoo.inference.evaluation.voc_scores`` picks it from the dataset's
     ``box_convention``.
 
     Matching: in each image, each class's detections are taken by falling score and

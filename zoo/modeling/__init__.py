@@ -1,26 +1,27 @@
-"""MXNet symbol builders: backbones with declared stages and detector factories."""
-from .backbone import Backbone, StageSpec
-from .inception_v3 import InceptionV3
-from .mobilenetv2 import MobileNetV2
-from .resnet import ResNetV1, ResNetV1b
+"""Deprecated: the symbol builders moved to the top-level package :mod:`symbols` (0.3.0).
 
-BACKBONES = {
-    "resnet50": lambda: ResNetV1b(50),
-    "resnet101": lambda: ResNetV1b(101),
-    "resnet50_v1": lambda: ResNetV1(50),
-    "mobilenetv2": MobileNetV2,
-    "inceptionv3": InceptionV3,
+``zoo.modeling`` and its submodules still import, with a :class:`DeprecationWarning`, as
+aliases of their new homes; use ``symbols`` (and :mod:`zoo.pretrained.maps` for GluonCV's
+parameter names).
+"""
+import importlib
+import sys
+import warnings
+
+MOVED = {
+    # old submodule: its new home
+    "backbone": "symbols.backbones.base", "resnet": "symbols.backbones.resnet",
+    "mobilenetv2": "symbols.backbones.mobilenetv2",
+    "inception_v3": "symbols.backbones.inception_v3", "layers": "symbols.layers",
+    "box_coder": "symbols.box_coder", "ssd": "symbols.ssd", "faster_rcnn": "symbols.faster_rcnn",
+    "fpn": "symbols.fpn", "rcnn_targets": "symbols.rcnn_targets",
 }
 
-__all__ = ["BACKBONES", "Backbone", "InceptionV3", "MobileNetV2", "ResNetV1",
-           "ResNetV1b", "StageSpec",
-           "get_backbone"]
+warnings.warn("zoo.modeling moved to the top-level package `symbols` (backbones: "
+              "symbols.backbones); zoo.modeling will be removed", DeprecationWarning, stacklevel=2)
 
+for _old, _new in MOVED.items():
+    sys.modules[__name__ + "." + _old] = importlib.import_module(_new)
 
-def get_backbone(name):
-    """Instantiate a registered backbone by name."""
-    try:
-        return BACKBONES[name]()
-    except KeyError:
-        raise KeyError("unknown backbone %r; known backbones: %s"
-                       % (name, ", ".join(sorted(BACKBONES)))) from None
+from symbols.backbones import *  # noqa: E402,F401,F403  (BACKBONES, get_backbone, ...)
+from symbols.backbones import __all__  # noqa: E402,F401

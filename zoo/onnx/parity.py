@@ -1,7 +1,7 @@
 """Whether two detectors find the same objects: the check that an ONNX export detects what
 its MXNet graph does.
 
-Two lists of :class:`zoo.detector.Detections` agree when, image by image, their :data:`TOP`
+Two lists of :class:`zoo.inference.detector.Detections` agree when, image by image, their :data:`TOP`
 best detections have the same classes in the same order, scores within ``score_tolerance``
 and box corners within ``box_tolerance`` of the image's longer side; detections whose
 scores are that close may come in either order (:func:`compare`).
@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..inference import rgb_image
+from zoo.inference.runner import rgb_image
 
 SCORE_TOLERANCE = 1e-4
 BOX_TOLERANCE = 1e-3
@@ -83,7 +83,7 @@ def _image_mismatch(index, expected, actual, side, score_tolerance, box_toleranc
 def compare(expected, actual, sizes, score_tolerance=SCORE_TOLERANCE,
             box_tolerance=BOX_TOLERANCE, top=TOP):
     """The :class:`Parity` of two detectors' results on the same images (lists of
-    :class:`~zoo.detector.Detections`, best first) of ``sizes`` ``(width, height)``.
+    :class:`~zoo.inference.detector.Detections`, best first) of ``sizes`` ``(width, height)``.
 
     Each of the first ``top`` detections of either must have a counterpart among the other's
     detections, taken in order, of the same class with score and box within the

@@ -4,7 +4,7 @@ An export is one file ``PREFIX.onnx`` that describes itself in its ``metadata_pr
 
 - ``zoo.format``: ``"1"`` (:data:`zoo.onnx.FORMAT`); ``zoo.network``: the config's name;
 - ``zoo.class_names``: a JSON list of the class names;
-- ``zoo.preprocessing``: a JSON dict of :mod:`zoo.preprocessing`, how an image is resized;
+- ``zoo.schema.preprocessing``: a JSON dict of :mod:`zoo.schema.preprocessing`, how an image is resized;
 - ``zoo.graph_preprocessing``: ``"none"``, the graph takes ``data`` (B, 3, H, W) normalised
   as the MXNet graph's input is, or ``"normalize"``, the graph takes ``image`` (B, H, W, 3),
   RGB 0..255 resized and padded with the mean pixel, and normalises it itself.
@@ -19,8 +19,9 @@ import os
 
 import numpy as np
 
-from ..inference import BatchDetector, canvas_im_info
-from . import FORMAT, GRAPH_PREPROCESSING, OUTPUT
+from zoo.inference.runner import BatchDetector
+from zoo.schema.preprocessing import canvas_im_info
+from zoo.onnx import FORMAT, GRAPH_PREPROCESSING, OUTPUT
 
 IMAGE_INPUTS = {"none": "data", "normalize": "image"}
 """The image input of each ``zoo.graph_preprocessing``."""
@@ -31,7 +32,7 @@ JSON_METADATA = {
     "zoo.class_names": (lambda value: isinstance(value, list) and len(value) > 0
                         and all(isinstance(name, str) for name in value),
                         "a JSON list of class names"),
-    "zoo.preprocessing": (lambda value: isinstance(value, dict)
+    "zoo.schema.preprocessing": (lambda value: isinstance(value, dict)
                           and {"mean", "std", "data_shape"} <= set(value),
                           "a JSON object with mean, std and data_shape"),
 }
@@ -65,7 +66,7 @@ class OnnxDetector(BatchDetector):
         self.network = metadata.get("zoo.network", "")
         self.graph_preprocessing = metadata_value(self.path, metadata, "zoo.graph_preprocessing",
                                                   GRAPH_PREPROCESSING)
-        self.preprocessing = metadata_json(self.path, metadata, "zoo.preprocessing")
+        self.preprocessing = metadata_json(self.path, metadata, "zoo.schema.preprocessing")
         super().__init__(metadata_json(self.path, metadata, "zoo.class_names"),
                          self.preprocessing)
         self.image_input = IMAGE_INPUTS[self.graph_preprocessing]
@@ -178,5 +179,5 @@ def check_image_size(path, name, shape, preprocessing):
     if any(isinstance(side, int) and side != expected
            for side, expected in zip(sides, preprocessing["data_shape"])):
         raise OnnxModelError("%s: input %s of shape %s: expected height and width %s, "
-                             "zoo.preprocessing's data_shape" % (path, name, shape,
+                             "zoo.schema.preprocessing's data_shape" % (path, name, shape,
                                                                  preprocessing["data_shape"]))

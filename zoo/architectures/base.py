@@ -1,0 +1,109 @@
+"""The contract every detector architecture implements.
+
+An :class:`Architecture` knows one detector family's config fields (its
+:class:`zoo.schema.fields.Schema`: types, ranges, defaults) and how they relate,
+validates a resolved config against the backbone graph and derives the
+fields the graph builders need, maps config fields to the builders'
+explicit arguments, and turns the training graph's named outputs into losses.
+It holds no state: :data:`zoo.architectures.ARCHITECTURES` keeps one instance per
+``arch`` name.
+"""
+import abc
+
+from zoo.schema import preprocessing as image_preprocessing
+
+OUTPUT_SUFFIX = "_output"
+
+
+class Architecture(abc.ABC):
+    """One detector family. Methods take a resolved :class:`zoo.config.loading.ModelSpec` (``spec``)
+    and never change it; ``derive`` returns new fields that the caller merges into a new
+    spec."""
+
+    name = None
+    """The ``arch`` value of configs of this family."""
+
+    @property
+    @abc.abstractmethod
+    def schema(self):
+        """The :class:`zoo.schema.fields.Schema` declaring this family's config fields."""
+
+    @property
+    def defaults(self):
+        """Read-only mapping of field defaults, from :attr:`schema`."""
+        return self.schema.defaults()
+
+    @property
+    def required(self):
+        """Tuple of the fields a config must set, from :attr:`schema`."""
+        return self.schema.required
+
+    def check_fields(self, spec):
+        """Checks relating ``spec``'s fields to each other, after :attr:`schema` validated
+        each field and before any graph is built. Raises :class:`zoo.ConfigError`."""
+
+    @property
+    @abc.abstractmethod
+    def output_names(self):
+        """Tuple of the training graph's output operator names, in the graph's order."""
+
+    @property
+    @abc.abstractmethod
+    def loss_names(self):
+        """Tuple of the keys :meth:`training_losses` returns, in display order."""
+
+    @abc.abstractmethod
+    def derive(self, spec, backbone, graph):
+        """Validate ``spec`` against the backbone and its :class:`zoo.schema.graph.BackboneGraph`;
+        return a new dict of the derived fields the builders need. Raises
+        :class:`zoo.ConfigError`."""
+
+    def preprocessing(self, spec):
+        """How an image becomes this family's input (:mod:`zoo.schema.preprocessing`): by default
+        stretched to a square ``data_shape``."""
+        return image_preprocessing.stretch(spec)
+
+    @abc.abstractmethod
+    def input_shapes(self, spec, batch_size=1):
+        """Shapes of the inference graph's inputs by name."""
+
+    def train_input_shapes(self, spec, batch_size=1, max_objects=32):
+        """Shapes of the training graph's inputs by name: the inference inputs and ``label``
+        ``(B, max_objects, 6)``, rows ``[class, x1, y1, x2, y2, difficult]`` padded with -1
+        as the data loader gives them to every architecture."""
+        return dict(self.input_shapes(spec, batch_size), label=(batch_size, max_objects, 6))
+
+    @abc.abstractmethod
+    def inference_symbol(self, backbone, spec):
+        """Inputs to detections ``(B, N, 6)`` rows ``[class, score, x1, y1, x2, y2]``."""
+
+    @abc.abstractmethod
+    def training_symbol(self, backbone, spec):
+        """Inputs and ``label`` to the named training outputs (see :func:`output_name`)."""
+
+    @abc.abstractmethod
+    def training_losses(self, named_outputs):
+        """``{loss name: float}`` from the training graph's outputs keyed by operator name
+        (:func:`outputs_by_name`)."""
+
+    @abc.abstractmethod
+    def describe(self, spec, backbone):
+        """``(feature maps, anchor count)`` as the checker table shows them."""
+
+
+def output_name(symbol_output):
+    """The operator name of one of ``Symbol.list_outputs()``'s entries (``loc_loss_output``
+    is ``loc_loss``)."""
+    if symbol_output.endswith(OUTPUT_SUFFIX):
+        return symbol_output[:-len(OUTPUT_SUFFIX)]
+    return symbol_output
+
+
+def outputs_by_name(names, outputs):
+    """``{operator name: output}`` pairing ``names`` (``Symbol.list_outputs()``) with the
+    arrays a forward pass returned in that order."""
+    outputs = list(outputs)
+    if len(outputs) != len(names):
+        raise ValueError("%d outputs for a graph with %d (%s)"
+                         % (len(outputs), len(names), ", ".join(names)))
+    return {output_name(name): output for name, output in zip(names, outputs)}

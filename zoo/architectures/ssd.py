@@ -1,0 +1,197 @@
+"""SSD configs: defaults, validation against the backbone graph, input shapes, losses."""
+import mxnet as mx
+import numpy as np
+
+from symbols import ssd as symbols
+
+from zoo.schema.graph import effective_stride
+from zoo.metrics.arrays import to_numpy
+from zoo.schema.fields import DERIVED, FRACTION, REQUIRED, Bool, Field, Int, List, Number, Optional, \
+    Schema, Str
+from zoo.schema.checks import Checker, check_backbone_layer
+from zoo.architectures.base import Architecture
+
+MAX_ANCHOR_SIZE = 1.2
+PER_MAP = "from_layers"
+"""Length rule of the per-feature-map lists: one entry per ``from_layers`` entry."""
+
+SCHEMA = Schema("ssd", [
+    Field("from_layers", List(Str()), REQUIRED,
+          "per feature map: a stage name (`res4`), any internal layer name, or `\"\"` for an "
+          "extra block on the previous map"),
+    Field("num_filters", List(Int(), length=PER_MAP), REQUIRED,
+          "per map: an extra block's width; -1 for a backbone tap (> 0 adds a 1x1 projection)"),
+    Field("strides", List(Int(), length=PER_MAP), REQUIRED,
+          "per map: an extra block's stride; -1 for a backbone tap"),
+    Field("pads", List(Int(), length=PER_MAP), REQUIRED,
+          "per map: an extra block's padding; -1 for a backbone tap"),
+    Field("normalizations", List(Number(0, low_open=True, special=(-1,)), length=PER_MAP),
+          REQUIRED, "per map: -1, or the initial scale of a learned L2 normalisation"),
+    Field("sizes", List(List(Number(0, MAX_ANCHOR_SIZE, low_open=True, what="an anchor size",
+                                    note="a fraction of the image side")), length=PER_MAP),
+          REQUIRED, "per map: anchor sizes as fractions of the image side"),
+    Field("ratios", List(List(Number(0.05, 20, what="an aspect ratio"), distinct=True),
+                         length=PER_MAP), REQUIRED, "per map: anchor aspect ratios"),
+    Field("steps", Optional(List(Number(0, low_open=True, special=(-1,), note="pixels"),
+                                 length=PER_MAP)), None,
+          "per map: anchor steps in pixels (-1 or null: derived from the map size)"),
+    Field("extra_use_bn", Bool(), True, "batch normalisation in the extra blocks"),
+    Field("extra_style", Str(choices=symbols.EXTRA_STYLES), "zoo",
+          "zoo: an extra block's 1x1 at half its width, learned-scale batch norm; gluoncv: "
+          "GluonCV's, the 1x1 at full width, batch norm with scale fixed at 1 and eps 1e-3"),
+    Field("post_processing", Str(choices=symbols.POST_PROCESSING), "multibox",
+          "multibox: MultiBoxDetection (each anchor's best class, boxes clipped before NMS); "
+          "per_class: GluonCV's (every class of every anchor, unclipped boxes, NMS per class)"),
+    Field("overlap_threshold", FRACTION, 0.5, "IoU at which an anchor matches a box"),
+    Field("negative_mining_ratio", Number(0, low_open=True), 3.0,
+          "hard negatives kept per positive anchor"),
+    Field("negative_mining_thresh", FRACTION, 0.5,
+          "IoU below which an anchor may be a hard negative"),
+    Field("variances", List(Number(0, low_open=True), length=4), [0.1, 0.1, 0.2, 0.2],
+          "box-encoding variances of x, y, w, h"),
+    Field("force_suppress", Bool(), False, "NMS across classes, not per class"),
+    Field("feature_layers", List(Str()), DERIVED, "the backbone layer of each tapped map"),
+    Field("feature_channels", List(Int(1)), DERIVED, "the channels of each map"),
+], defaults={"data_shape": 512, "nms_threshold": 0.45, "nms_topk": 400})
+LOSS_NAMES = ("cls_loss", "box_loss")
+
+
+class SSD(Architecture):
+    """Single-shot detection on backbone layers plus extra blocks. Derived fields:
+    ``feature_layers`` (layer names), ``feature_channels`` and ``steps`` (-1 where the
+    config derives them from the map size)."""
+
+    name = "ssd"
+    schema = SCHEMA
+    loss_names = LOSS_NAMES
+    output_names = symbols.TRAINING_OUTPUTS
+
+    def check_fields(self, spec):
+        check_fields(spec)
+
+    def derive(self, spec, backbone, graph):
+        check = Checker(spec)
+        layers = [check_backbone_layer(check, backbone, graph, "from_layers[%d]" % i, name)
+                  if name else "" for i, name in enumerate(spec["from_layers"])]
+        shapes = feature_shapes(spec, backbone, layers)
+        return {"feature_layers": layers,
+                "feature_channels": [shape[1] for shape in shapes],
+                "steps": check_feature_maps(spec, [shape[2] for shape in shapes])}
+
+    def input_shapes(self, spec, batch_size=1):
+        side = spec["data_shape"]
+        return {"data": (batch_size, 3, side, side)}
+
+    def inference_symbol(self, backbone, spec):
+        return symbols.inference_symbol(backbone, feature_maps(spec), anchor_boxes(spec),
+                                        spec["num_classes"], decoding(spec))
+
+    def training_symbol(self, backbone, spec):
+        return symbols.training_symbol(backbone, feature_maps(spec), anchor_boxes(spec),
+                                       spec["num_classes"], decoding(spec), matching(spec))
+
+    def training_losses(self, named_outputs):
+        """Mean cross-entropy over the anchors that count and smooth L1 per positive anchor
+        (NDArrays or numpy arrays)."""
+        cls_prob, loc_loss, cls_target = (to_numpy(named_outputs[n])
+                                          for n in ("cls_prob", "loc_loss", "cls_label"))
+        target = cls_target.astype(np.int64)
+        valid = target >= 0
+        picked = np.take_along_axis(cls_prob, np.maximum(target, 0)[:, None, :], axis=1)[:, 0]
+        positives = max(int((target > 0).sum()), 1)
+        return {"cls_loss": float(-np.log(picked[valid] + 1e-12).mean()) if valid.any() else 0.0,
+                "box_loss": float(loc_loss.sum() / positives)}
+
+    def describe(self, spec, backbone):
+        """Feature maps as ``HxW/stride`` and the anchor count, for the checker table."""
+        side = spec["data_shape"]
+        maps = " ".join("%dx%d/%d" % (s[2], s[3], effective_stride(side, s[2]))
+                        for s in feature_shapes(spec, backbone, spec["feature_layers"]))
+        prior = symbols.predictions(backbone, feature_maps(spec), anchor_boxes(spec),
+                                    spec["num_classes"])[2]
+        _, out_shapes, _ = prior.infer_shape(**self.input_shapes(spec))
+        return maps, out_shapes[0][1]
+
+
+def feature_maps(spec):
+    return symbols.FeatureMaps(
+        layers=tuple(spec["feature_layers"]), filters=tuple(spec["num_filters"]),
+        strides=tuple(spec["strides"]), pads=tuple(spec["pads"]), use_bn=spec["extra_use_bn"],
+        normalizations=tuple(spec["normalizations"]), channels=tuple(spec["feature_channels"]),
+        extra_style=spec["extra_style"])
+
+
+def anchor_boxes(spec):
+    side = spec["data_shape"]
+    return symbols.AnchorBoxes(
+        sizes=tuple(map(tuple, spec["sizes"])), ratios=tuple(map(tuple, spec["ratios"])),
+        steps=tuple(step / side if step > 0 else -1.0 for step in spec["steps"]))
+
+
+def decoding(spec):
+    return symbols.Decoding(variances=tuple(spec["variances"]),
+                            nms_threshold=spec["nms_threshold"], nms_topk=spec["nms_topk"],
+                            force_suppress=spec["force_suppress"],
+                            method=spec["post_processing"])
+
+
+def matching(spec):
+    return symbols.Matching(overlap_threshold=spec["overlap_threshold"],
+                            negative_mining_ratio=spec["negative_mining_ratio"],
+                            negative_mining_thresh=spec["negative_mining_thresh"])
+
+
+def feature_shapes(spec, backbone, layers):
+    """``(1, C, H, W)`` of every map the heads see, the backbone taps being ``layers``."""
+    features = symbols.multi_scale_features(
+        backbone.body(), layers, spec["num_filters"], spec["strides"], spec["pads"],
+        spec["extra_use_bn"], spec["extra_style"])
+    side = spec["data_shape"]
+    _, out_shapes, _ = mx.sym.Group(features).infer_shape(data=(1, 3, side, side))
+    return [tuple(shape) for shape in out_shapes]
+
+
+def check_fields(config):
+    """What the schema cannot say per field: which entries a backbone tap and an extra block
+    allow, and anchor sizes that do not shrink on coarser maps."""
+    check = Checker(config)
+    check.require(config["from_layers"][0], "from_layers[0]", config["from_layers"][0],
+                  "a backbone layer: extra layers need a feature map to start from")
+    for i, layer in enumerate(config["from_layers"]):
+        at = "[%d]" % i
+        filters, stride, pad = (config[f][i] for f in ("num_filters", "strides", "pads"))
+        if layer:
+            check.require(filters == -1 or filters > 0, "num_filters" + at, filters,
+                          "-1 (use the backbone layer as is) or a positive width")
+            check.require(stride == -1, "strides" + at, stride, "-1 for a backbone layer")
+            check.require(pad == -1, "pads" + at, pad, "-1 for a backbone layer")
+        else:
+            check.require(filters >= 2, "num_filters" + at, filters,
+                          "an integer >= 2 for an extra layer")
+            check.require(stride >= 1, "strides" + at, stride, "an integer >= 1 for an extra layer")
+            check.require(pad >= 0, "pads" + at, pad, "an integer >= 0 for an extra layer")
+    smallest = [min(sizes) for sizes in config["sizes"]]
+    for i in range(1, len(smallest)):
+        check.require(smallest[i] >= smallest[i - 1], "sizes[%d]" % i, config["sizes"][i],
+                      "anchor sizes that do not shrink on coarser maps (previous smallest %g)"
+                      % smallest[i - 1])
+
+
+def check_feature_maps(config, sizes):
+    """Feature maps must shrink strictly and anchor steps must tile the image."""
+    check = Checker(config)
+    data_shape = config["data_shape"]
+    for i in range(1, len(sizes)):
+        check.require(sizes[i] < sizes[i - 1], "from_layers[%d]" % i, config["from_layers"][i],
+                      "a feature map smaller than the previous one (%dx%d), got %dx%d at data "
+                      "shape %d: strides must grow strictly"
+                      % (sizes[i - 1], sizes[i - 1], sizes[i], sizes[i], data_shape))
+    steps = config.get("steps")
+    if steps is None:
+        return [-1] * len(sizes)
+    for i, (step, size) in enumerate(zip(steps, sizes)):
+        if step > 0:
+            check.require(abs(step * size - data_shape) < step, "steps[%d]" % i, step,
+                          "a step that tiles the %dx%d map over the %d-pixel image (about %.1f)"
+                          % (size, size, data_shape, data_shape / size))
+    return steps

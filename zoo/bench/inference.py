@@ -1,0 +1,476 @@
+"""Inference speed of a registered model or a saved artifact on this machine, fp32 and int8,
+optionally side by side, in the same process, with the closest GluonCV models or with our
+fp32 graph exported to ONNX and run on ONNX Runtime or OpenVINO (``compare``).
+
+Each measurement is images/s, the median latency per batch after warm-up, GFLOPs per image
+(of the fp32 graph: the work, whatever the precision) and the fraction of this machine's
+peak for its precision, both measured in the same run: a large fp32 matrix multiply for fp32
+rows, a large uint8 x int8 one for int8 rows. Our graphs run as deployed
+(:class:`zoo.predictor.Predictor`: MKL-DNN fused, bound once); GluonCV's models run hybridized
+with static allocation, on the same input (a Faster R-CNN's ``data_shape x max_size``).
+``int8`` quantizes the model's fresh parameters with naive calibration on the benchmark
+input: the speed of int8, not its accuracy (``zoo quantize`` calibrates on real images).
+``profile`` adds where the time of each of our graphs goes (:mod:`zoo.bench.profile`).
+"""
+import os
+import statistics
+import tempfile
+import time
+from dataclasses import dataclass
+from typing import Callable, Optional, Tuple
+
+import mxnet as mx
+import numpy as np
+
+from zoo import artifact
+from zoo.predictor import Predictor
+from zoo.errors import OptionsError
+from zoo.bench.flops import count_flops
+from zoo.inference.quantization import quantize
+from zoo.config.registry import list_models
+from zoo.model import get_model
+from zoo.bench.profile import PartProfile, format_profile, part_gflops, profile_graph
+
+# GluonCV's closest models to each of ours, every one timed by --compare gluoncv
+GLUONCV_MODELS = {
+    "ssd_resnet50": ("ssd_512_resnet50_v1_voc",),
+    "ssd_mobilenetv2": ("ssd_512_mobilenet1.0_voc",),
+    "faster_rcnn_resnet50": ("faster_rcnn_resnet50_v1b_voc",),
+    "faster_rcnn_resnet101": ("faster_rcnn_resnet101_v1d_voc",),
+    "faster_rcnn_fpn_resnet50": ("faster_rcnn_resnet50_v1b_voc",
+                                 "faster_rcnn_fpn_resnet50_v1b_coco"),
+    "faster_rcnn_fpn_resnet101": ("faster_rcnn_resnet101_v1d_voc",
+                                  "faster_rcnn_fpn_resnet101_v1d_coco"),
+    # the models zoo import-gluoncv builds, against the very network they import
+    "ssd_resnet50_v1_gluoncv_voc": ("ssd_512_resnet50_v1_voc",),
+    "ssd_resnet50_v1_gluoncv_coco": ("ssd_512_resnet50_v1_coco",),
+    "faster_rcnn_resnet50_gluoncv_voc": ("faster_rcnn_resnet50_v1b_voc",),
+    "faster_rcnn_resnet50_gluoncv_coco": ("faster_rcnn_resnet50_v1b_coco",),
+    "faster_rcnn_fpn_resnet50_gluoncv_coco": ("faster_rcnn_fpn_resnet50_v1b_coco",),
+}
+DTYPES = ("fp32", "int8")
+COMPARISONS = ("gluoncv", "onnxruntime", "openvino")
+
+
+@dataclass(frozen=True)
+class BenchmarkOptions:
+    """What to time: a registered ``network`` (built fresh, in each of ``dtypes``) or a saved
+    ``checkpoint`` (run as saved, with its own graph, parameters and data shape)."""
+    network: Optional[str] = None
+    checkpoint: Optional[str] = None
+    epoch: Optional[int] = None          # of the checkpoint; None: its best, else newest
+    data_shape: Optional[int] = None     # None: the config's
+    max_size: Optional[int] = None       # a Faster R-CNN's long side; None: the config's
+    dtypes: Tuple[str, ...] = ("fp32",)
+    batch_sizes: Tuple[int, ...] = (1,)
+    runs: int = 5                        # timed runs; the median is reported
+    warmup: int = 2
+    compare: Optional[str] = None        # one of COMPARISONS or None
+    num_classes: int = 20                # VOC's 20, as GluonCV's models
+    plot: Optional[str] = None           # PNG of images/s against batch size
+    profile: bool = False                # time each part of our graphs too
+
+    def __post_init__(self):
+        if (self.network is None) == (self.checkpoint is None):
+            raise OptionsError("give either a network or a checkpoint, not %s"
+                             % ("both" if self.network else "neither"))
+        if self.network is not None and self.network not in list_models():
+            raise OptionsError("unknown network %r; known: %s"
+                             % (self.network, ", ".join(list_models())))
+        if not self.dtypes or set(self.dtypes) - set(DTYPES):
+            raise OptionsError("dtypes must be a non-empty subset of %s, got %s"
+                             % (", ".join(DTYPES), ",".join(self.dtypes)))
+        if not self.batch_sizes or min(self.batch_sizes) < 1 or self.runs < 1:
+            raise OptionsError("batch sizes and runs must be at least 1")
+        if self.warmup < 0:
+            raise OptionsError("warmup must be >= 0, got %d" % self.warmup)
+        if self.compare not in (None,) + COMPARISONS:
+            raise OptionsError("compare must be one of %s, got %r"
+                             % (", ".join(COMPARISONS), self.compare))
+        if self.checkpoint and (self.data_shape or self.max_size
+                                or tuple(self.dtypes) != ("fp32",)):
+            raise OptionsError("a checkpoint runs as saved: no data shape, max size or dtypes "
+                               "with it")
+
+
+@dataclass(frozen=True)
+class Subject:
+    """One graph to time: ``run(batch_size)`` returns a callable that runs one batch."""
+    side: str       # "ours fp32", "ours int8" or "gluoncv fp32"
+    name: str       # what runs, e.g. "ssd_resnet50 512x512"
+    run: Callable[[int], Callable[[], object]]
+    gflops: float   # per image
+    params: int
+    graph: Optional[Tuple] = None   # ours: (symbol, arg_params, aux_params), for profiling
+
+    @property
+    def precision(self):
+        return self.side.split()[-1]
+
+    @property
+    def label(self):
+        return "%s: %s" % (self.side, self.name)
+
+
+@dataclass(frozen=True)
+class Measurement:
+    subject: str
+    batch_size: int
+    latency_s: float          # median per batch
+    images_per_s: float
+    gflops_per_image: float
+    precision: str            # "fp32" or "int8"
+    peak_fraction: float      # of the machine's measured peak of that precision
+    params: int
+
+
+@dataclass(frozen=True)
+class SpeedRatio:
+    """Images/s of one of ours over a ``reference``'s (GluonCV's, or an ONNX runtime's), at
+    one batch size."""
+    subject: str
+    reference: str
+    batch_size: int
+    ratio: float
+
+
+@dataclass(frozen=True)
+class BenchmarkResult:
+    peak_gflops: float                 # fp32
+    int8_peak_gops: Optional[float]    # measured when an int8 graph is timed
+    measurements: Tuple[Measurement, ...]
+    ratios: Tuple[SpeedRatio, ...]
+    profiles: Tuple[PartProfile, ...]  # of each of ours, with ``profile``
+    plot: Optional[str]
+
+
+def print_line(line):
+    """The jobs' default report: each line on stdout as soon as it is measured."""
+    print(line, flush=True)
+
+
+def _giga_ops_per_s(multiply, size, seconds):
+    """Rate of ``multiply()``, a ``size``-square matrix product, run for ``seconds``."""
+    multiply()
+    runs, start = 0, time.time()
+    while time.time() - start < seconds:
+        multiply()
+        runs += 1
+    return 2 * size ** 3 * runs / (time.time() - start) / 1e9
+
+
+def matmul_peak_gflops(size=2048, seconds=2.0):
+    """Measured fp32 GFLOP/s of a large matrix multiply through MKL-DNN (``FullyConnected``;
+    ``mx.nd.dot`` goes to OpenBLAS, which is slower here): the machine's practical peak."""
+    a = mx.nd.random.uniform(shape=(size, size))
+
+    def multiply():
+        mx.nd.FullyConnected(a, a, num_hidden=size, no_bias=True).wait_to_read()
+    return _giga_ops_per_s(multiply, size, seconds)
+
+
+def int8_matmul_peak_gops(size=2048, seconds=2.0):
+    """Measured int8 GOP/s of a large uint8 x int8 matrix multiply (MKL-DNN's quantized
+    ``FullyConnected``, int32 accumulation, as quantized layers run): the int8 peak."""
+    data = mx.nd.random.randint(0, 128, shape=(size, size)).astype("uint8")
+    weight = mx.nd.random.randint(-127, 128, shape=(size, size)).astype("int8")
+    low, high = mx.nd.array([-1.0]), mx.nd.array([1.0])
+
+    def multiply():
+        mx.nd.contrib.quantized_fully_connected(
+            data, weight, low, high, low, high, num_hidden=size, no_bias=True)[0].wait_to_read()
+    return _giga_ops_per_s(multiply, size, seconds)
+
+
+def median_latency(run, runs, warmup):
+    for _ in range(warmup):
+        run()
+    times = []
+    for _ in range(runs):
+        start = time.time()
+        run()
+        times.append(time.time() - start)
+    return statistics.median(times)
+
+
+def random_images(shape, seed=0):
+    return np.random.RandomState(seed).uniform(-1, 1, shape).astype(np.float32)
+
+
+def predictor_subject(side, name, model, symbol, arg_params, aux_params):
+    """A :class:`Subject` running ``symbol`` as deployed on random images."""
+    predictor = Predictor(symbol, arg_params, aux_params)
+
+    def run(batch_size):
+        inputs = model.input_arrays(random_images(model.input_shapes(batch_size)["data"]))
+        return lambda: [output.wait_to_read() for output in predictor(**inputs)]
+    return Subject(side, name, run, *_work(model), (symbol, arg_params, aux_params))
+
+
+def _work(model):
+    """``(GFLOPs per image, parameters)`` of the model's fp32 graph, whatever runs it."""
+    return count_flops(model.symbol(), **model.input_shapes(1)) / 1e9, model.num_params()
+
+
+def _input_size(model):
+    return "x".join(str(s) for s in model.input_shapes()["data"][2:])
+
+
+def checkpoint_subject(prefix, epoch=None):
+    """``(model, subject)`` of a saved artifact, run with its own (fp32 or int8) graph."""
+    saved = artifact.load(prefix, epoch)
+    name = "%s-%04d %s" % (os.path.basename(prefix), saved.epoch, _input_size(saved.model))
+    return saved.model, predictor_subject("ours int8" if saved.is_int8 else "ours fp32", name,
+                                          saved.model, saved.symbol, saved.arg_params,
+                                          saved.aux_params)
+
+
+def naive_int8(model, arg_params, aux_params):
+    """The model's graph and parameters quantized with naive calibration on random input."""
+    inputs = model.input_arrays(random_images(model.input_shapes(2)["data"]))
+    calib = mx.io.NDArrayIter({k: mx.nd.array(v) for k, v in inputs.items()}, batch_size=1)
+    return quantize(model.symbol(), arg_params, aux_params, calib, "naive")
+
+
+def network_subjects(options):
+    """``(model, subjects)``: the fresh registered model, one subject per dtype."""
+    sizes = {"data_shape": options.data_shape, "max_size": options.max_size}
+    model = get_model(options.network, num_classes=options.num_classes,
+                      **{field: value for field, value in sizes.items() if value})
+    arg_params, aux_params = model.init_params(seed=0)
+    subjects = []
+    for dtype in options.dtypes:
+        graph = ((model.symbol(), arg_params, aux_params) if dtype == "fp32"
+                 else naive_int8(model, arg_params, aux_params))
+        name = "%s %s" % (options.network, _input_size(model))
+        subjects.append(predictor_subject("ours " + dtype, name, model, *graph))
+    return model, subjects
+
+
+def gluoncv_names(network):
+    """GluonCV's models closest to our ``network``."""
+    if network not in GLUONCV_MODELS:
+        raise OptionsError("no GluonCV counterpart for %s; known: %s"
+                           % (network, ", ".join(GLUONCV_MODELS)))
+    return GLUONCV_MODELS[network]
+
+
+def _initialized_gluoncv(name, num_classes):
+    """GluonCV's model ``name``, untrained, with ``num_classes`` classes."""
+    from gluoncv import model_zoo
+
+    net = model_zoo.get_model(name, pretrained=False, pretrained_base=False)
+    for param_name, param in net.collect_params().items():
+        # GluonCV's SSD feature expander and FPN layers leave their BatchNorm parameters
+        # and biases without an initializer, and Gluon would give them Xavier's, which
+        # needs 2-D arrays.
+        if param.init is None and param_name.endswith(("gamma", "beta", "moving_mean",
+                                                       "moving_var", "bias")):
+            param.init = (mx.init.One() if param_name.endswith(("gamma", "var"))
+                          else mx.init.Zero())
+    net.initialize(mx.init.Xavier())
+    if num_classes != len(net.classes):   # after initialize: Faster R-CNN's needs it
+        net.reset_class([str(i) for i in range(num_classes)])
+    return net
+
+
+def gluoncv_subject(name, model, num_classes):
+    """GluonCV's model ``name``, hybridized with static allocation, on our input size."""
+    net = _initialized_gluoncv(name, num_classes)
+    one = model.input_shapes(1)["data"]
+    net(mx.nd.array(random_images(one)))
+    params = sum(int(np.prod(p.shape)) for p in net.collect_params().values()
+                 if p.grad_req != "null")
+    gflops = count_flops(net(mx.sym.var("data"))[0], data=one) / 1e9
+    net.hybridize(static_alloc=True, static_shape=True)
+
+    def run(batch_size):
+        data = mx.nd.array(random_images(model.input_shapes(batch_size)["data"]))
+        return lambda: [output.wait_to_read() for output in net(data)]
+    return Subject("gluoncv fp32", "%s %s" % (name, _input_size(model)), run, gflops, params)
+
+
+def onnxruntime_session(path):
+    """``run(inputs) -> outputs`` of the ONNX file on ONNX Runtime's CPU provider."""
+    import onnxruntime
+    session = onnxruntime.InferenceSession(path, providers=["CPUExecutionProvider"])
+    return lambda inputs: session.run(None, inputs)
+
+
+def openvino_session(path):
+    """``run(inputs) -> outputs`` of the ONNX file on OpenVINO's CPU plugin in fp32 (its
+    default on CPUs with bf16 units is bf16, which moves scores by about 3e-4)."""
+    try:
+        import openvino
+    except ImportError:
+        raise OptionsError("--compare openvino needs OpenVINO: pip install openvino") from None
+    compiled = openvino.Core().compile_model(path, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+    return lambda inputs: compiled(inputs)
+
+
+ONNX_RUNTIMES = {"onnxruntime": onnxruntime_session, "openvino": openvino_session}
+
+
+def onnx_subject(runtime, model, arg_params, aux_params, scratch):
+    """Our fp32 graph exported to ONNX (into the folder ``scratch``), on ``runtime`` (a key
+    of :data:`ONNX_RUNTIMES`) with its default threads, on the same random images as ours."""
+    from zoo.onnx.export import export_model
+    path = export_model(model, arg_params, aux_params, os.path.join(scratch, "model.onnx"))
+    session = ONNX_RUNTIMES[runtime](path)
+
+    def run(batch_size):
+        inputs = model.input_arrays(random_images(model.input_shapes(batch_size)["data"]))
+        return lambda: session(inputs)
+    return Subject(runtime + " fp32", "%s %s" % (model.name, _input_size(model)), run,
+                   *_work(model))
+
+
+def reference_subjects(options, model, ours, scratch):
+    """The subjects ours are compared with: GluonCV's closest models, or our fp32 graph
+    exported to ONNX on ONNX Runtime or OpenVINO."""
+    if options.compare == "gluoncv":
+        return [gluoncv_subject(name, model, model.config["num_classes"])
+                for name in gluoncv_names(options.network or model.name)]
+    if options.compare in ONNX_RUNTIMES:
+        fp32 = [subject.graph for subject in ours if subject.precision == "fp32"]
+        if not fp32:
+            raise OptionsError("--compare %s runs the fp32 graph: time an fp32 artifact, or "
+                               "a network with fp32 among the dtypes" % options.compare)
+        return [onnx_subject(options.compare, model, *fp32[0][1:], scratch)]
+    return []
+
+
+def measure(subject, batch_size, runs, warmup, peaks):
+    """The :class:`Measurement` of ``subject`` at ``batch_size``; ``peaks`` are the
+    machine's GFLOP/s by precision."""
+    latency = median_latency(subject.run(batch_size), runs, warmup)
+    rate = batch_size / latency
+    return Measurement(subject.label, batch_size, latency, rate, subject.gflops,
+                       subject.precision, subject.gflops * rate / peaks[subject.precision],
+                       subject.params)
+
+
+def format_measurement(m):
+    return ("%-56s batch %2d %8.3f s/batch %8.2f img/s %7.1f GFLOPs/img %6.1f%% of %s peak "
+            "%12s params" % (m.subject, m.batch_size, m.latency_s, m.images_per_s,
+                             m.gflops_per_image, 100 * m.peak_fraction, m.precision,
+                             "{:,}".format(m.params)))
+
+
+def speed_ratios(ours, references, measured, batch_size):
+    """A :class:`SpeedRatio` of each of ``ours`` against each of ``references`` (subjects),
+    from ``measured`` (:class:`Measurement` by subject label) at ``batch_size``."""
+    return [SpeedRatio(subject.label, reference.label, batch_size,
+                       measured[subject.label].images_per_s
+                       / measured[reference.label].images_per_s)
+            for subject in ours for reference in references]
+
+
+def ratio_table(ratios):
+    """Lines of a table of ``ratios``: a row per subject and batch size, a column per
+    reference."""
+    references = list(dict.fromkeys(r.reference for r in ratios))
+    rows = {}
+    for r in ratios:
+        rows.setdefault((r.subject, r.batch_size), {})[r.reference] = r.ratio
+    lines = ["speed ratios (images/s of ours over each reference's):"]
+    lines += ["  reference %d: %s" % (i + 1, name) for i, name in enumerate(references)]
+    lines.append("  %-56s %5s" % ("ours", "batch")
+                 + "".join("%10s" % ("ref %d" % (i + 1)) for i in range(len(references))))
+    for (subject, batch_size), row in rows.items():
+        lines.append("  %-56s %5d" % (subject, batch_size) + "".join(
+            "%9.2fx" % row[name] if name in row else "%10s" % "-" for name in references))
+    return lines
+
+
+def plot(path, batch_sizes, measurements):
+    """Images/s against batch size, one line per subject; returns ``path``."""
+    import matplotlib
+    matplotlib.use("Agg")
+    from matplotlib import pyplot
+
+    rates = {}
+    for m in measurements:
+        rates.setdefault(m.subject, []).append(m.images_per_s)
+    figure, axes = pyplot.subplots(figsize=(7, 4.5))
+    for label, values in rates.items():
+        axes.plot(batch_sizes, values, marker="o", label=label)
+    axes.set_xlabel("batch size")
+    axes.set_ylabel("images/s")
+    axes.set_xticks(batch_sizes)
+    axes.set_ylim(bottom=0)
+    axes.grid(alpha=0.3)
+    axes.legend(fontsize=8)
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    pyplot.close(figure)
+    return path
+
+
+def measure_peaks(subjects):
+    """``{precision: GFLOP/s}``: the fp32 peak, and the int8 one when an int8 graph is
+    among ``subjects``."""
+    peaks = {"fp32": matmul_peak_gflops()}
+    if any(subject.precision == "int8" for subject in subjects):
+        peaks["int8"] = int8_matmul_peak_gops()
+    return peaks
+
+
+def format_peaks(peaks):
+    int8 = (", int8 matmul peak %.1f GOP/s (%.1fx)" % (peaks["int8"], peaks["int8"] / peaks["fp32"])
+            if "int8" in peaks else "")
+    return "fp32 matmul peak on this machine: %.1f GFLOP/s%s, OMP_NUM_THREADS=%s, %d cores" % (
+        peaks["fp32"], int8, os.environ.get("OMP_NUM_THREADS"), len(os.sched_getaffinity(0)))
+
+
+def profile_subjects(model, subjects, batch_size, runs, log):
+    """The :class:`zoo.bench.profile.PartProfile` of each of our ``subjects``, logged."""
+    inputs = model.input_arrays(random_images(model.input_shapes(batch_size)["data"]))
+    gflops = part_gflops(model.symbol(), model.input_shapes(1))
+    profiles = []
+    for subject in subjects:
+        profiles.append(profile_graph(subject.label, *subject.graph, inputs, gflops, runs))
+        for line in format_profile(profiles[-1]):
+            log(line)
+    return profiles
+
+
+def benchmark(options, log=print_line):
+    """Time every subject at every batch size; each line of the report goes to ``log`` as
+    it is measured. Returns a :class:`BenchmarkResult`."""
+    # every subject first, so that a bad artifact or network fails before any timing
+    if options.checkpoint:
+        model, subject = checkpoint_subject(options.checkpoint, options.epoch)
+        ours = [subject]
+    else:
+        model, ours = network_subjects(options)
+    with tempfile.TemporaryDirectory() as scratch:
+        references = reference_subjects(options, model, ours, scratch)
+        return _measured(options, model, ours, references, log)
+
+
+def _measured(options, model, ours, references, log):
+    peaks = measure_peaks(ours)
+    log(format_peaks(peaks))
+    measurements, ratios = [], []
+    for batch_size in options.batch_sizes:
+        measured = {}
+        for subject in ours + references:
+            measured[subject.label] = measure(subject, batch_size, options.runs,
+                                              options.warmup, peaks)
+            log(format_measurement(measured[subject.label]))
+        measurements.extend(measured.values())
+        ratios.extend(speed_ratios(ours, references, measured, batch_size))
+    if ratios:
+        for line in ratio_table(ratios):
+            log(line)
+    profiles = ()
+    if options.profile:
+        profiles = tuple(profile_subjects(model, ours, options.batch_sizes[0],
+                                          options.runs, log))
+    written = None
+    if options.plot:
+        written = plot(options.plot, list(options.batch_sizes), measurements)
+        log("plot written to %s" % written)
+    return BenchmarkResult(peaks["fp32"], peaks.get("int8"), tuple(measurements),
+                           tuple(ratios), profiles, written)

@@ -1,0 +1,271 @@
+"""Run a command on every worker of a parameter-server cluster, locally or over ssh: the
+process side of ``zoo launch`` (the pure parts, host files, ports and environments, are in
+:mod:`zoo.distributed.cluster`).
+
+The launcher starts a ps-lite scheduler, servers and workers (MXNet's kvstore dist_sync,
+dist_device_sync or dist_async), each with its DMLC_* variables, on this machine or on the
+hosts of a host file. Each process's output is prefixed with its role and index
+("[worker 1] ..."). If any process fails, the others are stopped and the launch ends with 1
+naming it; SIGINT, SIGTERM or SIGHUP stop them all.
+"""
+import ctypes
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Tuple
+
+from zoo.distributed import cluster as distributed
+from zoo.errors import OptionsError
+
+PROGRAM = "zoo launch"
+POLL_SECONDS = 0.1
+PR_SET_PDEATHSIG = 1
+_LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
+HANDLED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+@dataclass(frozen=True)
+class LaunchOptions:
+    command: Tuple[str, ...]             # run on every worker
+    num_workers: int = 1
+    num_servers: int = 1
+    host_file: Optional[str] = None      # None: every process on this machine (127.0.0.1)
+    scheduler_host: Optional[str] = None  # None: 127.0.0.1, or the address towards host 1
+    port: int = 0                        # scheduler port; 0: a free one
+    interface: Optional[str] = None      # DMLC_INTERFACE of remote processes
+    env: Tuple[str, ...] = ()            # NAME or NAME=VALUE also set or forwarded
+    connect_timeout: float = distributed.DEFAULT_CONNECT_TIMEOUT
+    grace: float = 10.0                  # seconds between SIGTERM and SIGKILL
+    python: str = sys.executable         # runs the scheduler and servers
+    remote_dir: str = field(default_factory=os.getcwd)
+    ssh_port: Optional[int] = None
+
+    def __post_init__(self):
+        if not self.command:
+            raise OptionsError("give the worker command after '--'")
+        if self.num_workers < 1 or self.num_servers < 1:
+            raise OptionsError("need at least one worker and one server")
+
+
+@dataclass(frozen=True)
+class ProcessSpec:
+    """One process to start: its ``node``, command line and environment."""
+    node: distributed.Node
+    argv: List[str]
+    env: Dict[str, str]
+
+
+@dataclass(frozen=True)
+class Launched:
+    node: distributed.Node
+    popen: subprocess.Popen
+
+
+class Interrupted(Exception):
+    """The launcher got SIGINT, SIGTERM or SIGHUP."""
+
+    def __init__(self, signum):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def say(message):
+    """One line of the launcher's own on stderr (its processes' output goes to stdout)."""
+    print("%s: %s" % (PROGRAM, message), file=sys.stderr, flush=True)
+
+
+def read_hosts(path):
+    """The host file's hosts; an unreadable or malformed file is an :class:`OptionsError`."""
+    try:
+        return distributed.read_host_file(path)
+    except (OSError, ValueError) as err:
+        raise OptionsError("host file: %s" % err) from None
+
+
+def process_specs(options, environ=None, hosts=None):
+    """The :class:`ProcessSpec` of every process to start, the scheduler first. Remote
+    processes run through ssh, which itself gets this environment."""
+    environ = dict(os.environ if environ is None else environ)
+    nodes = distributed.plan_nodes(options.num_servers, options.num_workers, hosts)
+    if hosts:
+        uri = options.scheduler_host or distributed.local_address_towards(hosts[0])
+        port = options.port or distributed.free_ports(1, uri)[0]
+        node_ports = [None] * len(nodes)
+    else:
+        uri = options.scheduler_host or "127.0.0.1"
+        # Ascending ports in launch order make ps-lite, which ranks the nodes of one host by
+        # port, give "worker i" rank i.
+        ports = distributed.free_ports(len(nodes), uri)
+        port = options.port or ports[0]
+        node_ports = [None] + ports[1:]
+    timeout = {distributed.CONNECT_TIMEOUT_VARIABLE: "%g" % options.connect_timeout}
+    specs = []
+    for node, node_port in zip(nodes, node_ports):
+        cluster = distributed.node_environment(
+            node, uri, port, options.num_servers, options.num_workers,
+            node_host=None if node.host else uri, node_port=node_port,
+            interface=options.interface if node.host else None)
+        argv = (list(options.command) if node.role == "worker"
+                else [options.python, "-c", "import mxnet"])
+        if node.host:
+            env = dict(distributed.forwarded_environment(environ, options.env), **timeout,
+                       **cluster)
+            specs.append(ProcessSpec(node, distributed.ssh_argv(
+                node.host, argv, env, options.remote_dir, options.ssh_port), environ))
+        else:
+            env = dict(distributed.inherited_environment(environ),
+                       **distributed.named_variables(environ, options.env), **timeout,
+                       **cluster)
+            env.setdefault("OMP_NUM_THREADS", str(local_omp_threads(node, options.num_workers)))
+            specs.append(ProcessSpec(node, argv, env))
+    return specs
+
+
+def local_omp_threads(node, num_workers):
+    """OpenMP threads of a local process when the user set none: the local workers share
+    this machine's cores; the scheduler and servers mostly wait on the network."""
+    if node.role != "worker":
+        return 1
+    return max(1, len(os.sched_getaffinity(0)) // num_workers)
+
+
+def _start_in_own_group():
+    """In the child: its own process group (so stopping it stops its children too), and
+    SIGTERM if the launcher dies without cleaning up."""
+    os.setsid()
+    if _LIBC is not None:
+        _LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def start(specs, launched):
+    """Start every process, output piped, appending each to ``launched`` as it starts (so an
+    interrupted start-up still stops those). No other thread may run yet (``preexec_fn``)."""
+    for spec in specs:
+        popen = subprocess.Popen(spec.argv, env=spec.env, stdin=subprocess.PIPE
+                                 if spec.node.host else subprocess.DEVNULL,
+                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                 preexec_fn=_start_in_own_group)
+        launched.append(Launched(spec.node, popen))
+
+
+def relay(stream, prefix, lock):
+    """Copy ``stream`` line by line to stdout under ``prefix``; of a progress bar redrawn
+    with carriage returns, only the last state."""
+    for raw in iter(stream.readline, b""):
+        parts = [part for part in raw.decode(errors="replace").rstrip("\r\n").split("\r")
+                 if part.strip()]
+        if parts:
+            with lock:
+                sys.stdout.write("[%s] %s\n" % (prefix, parts[-1]))
+                sys.stdout.flush()
+    stream.close()
+
+
+def describe_exit(returncode):
+    if returncode < 0:
+        return "was killed by signal %d (%s)" % (-returncode, signal.Signals(-returncode).name)
+    return "exited with code %d" % returncode
+
+
+def _failures(launched):
+    return ["%s %s" % (distributed.label(p.node), describe_exit(p.popen.returncode))
+            for p in launched if p.popen.returncode not in (None, 0)]
+
+
+def supervise(launched, grace):
+    """Wait for the workers; returns the failed processes' descriptions (empty: success).
+
+    A non-zero exit of any process is a failure. Once every worker has exited 0, the
+    servers and scheduler get ``grace`` seconds to finish on their own."""
+    workers = [p for p in launched if p.node.role == "worker"]
+    while True:
+        if any(p.popen.poll() not in (None, 0) for p in launched):
+            return _failures(launched)
+        if all(p.popen.returncode == 0 for p in workers):
+            break
+        time.sleep(POLL_SECONDS)
+    deadline = time.monotonic() + grace
+    while any(p.popen.poll() is None for p in launched) and time.monotonic() < deadline:
+        time.sleep(POLL_SECONDS)
+    return _failures(launched)
+
+
+def _signal_group(popen, signum):
+    try:
+        os.killpg(popen.pid, signum)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def stop(launched, grace):
+    """SIGTERM every process group still running, SIGKILL what is left after ``grace``
+    seconds; returns how many had to be stopped."""
+    running = [p for p in launched if p.popen.poll() is None]
+    for p in running:
+        _signal_group(p.popen, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while any(p.popen.poll() is None for p in running) and time.monotonic() < deadline:
+        time.sleep(POLL_SECONDS)
+    for p in running:
+        # Only groups whose leader was never reaped: a reaped leader's pid may be reused.
+        if p.popen.poll() is None:
+            _signal_group(p.popen, signal.SIGKILL)
+        p.popen.wait()
+    return len(running)
+
+
+def _raise_interrupted(signum, frame):
+    raise Interrupted(signum)
+
+
+def _ignore_signals():
+    """A second Ctrl-C must not cut the clean-up short (it is bounded by the grace time)."""
+    for signum in HANDLED_SIGNALS:
+        signal.signal(signum, signal.SIG_IGN)
+
+
+def run(specs, grace):
+    """Start, relay and supervise the processes; returns the launcher's exit code."""
+    launched, relays, lock = [], [], threading.Lock()
+    try:
+        start(specs, launched)
+        for p in launched:
+            relays.append(threading.Thread(target=relay, daemon=True, args=(
+                p.popen.stdout, distributed.label(p.node), lock)))
+            relays[-1].start()
+        say("started %s" % ", ".join("%s (pid %d)" % (distributed.label(p.node), p.popen.pid)
+                                     for p in launched))
+        failures = supervise(launched, grace)
+    except Interrupted as interrupted:
+        _ignore_signals()
+        say("%s: stopped %d process(es)" % (interrupted, stop(launched, grace)))
+        return 128 + interrupted.signum
+    _ignore_signals()
+    stopped = stop(launched, grace)
+    for thread in relays:
+        thread.join(timeout=grace)
+    if failures:
+        say("error: %s; stopped the other %d process(es)" % ("; ".join(failures), stopped))
+        return 1
+    if stopped:
+        say("warning: %d server/scheduler process(es) still ran %g s after the workers "
+            "finished and were stopped" % (stopped, grace))
+    return 0
+
+
+def launch(options, environ=None):
+    """Run ``options.command`` on every worker of a new cluster until the workers end;
+    returns the exit code: 0, 1 if any process failed, 128 + N after signal N. Call it from
+    the main thread (it handles SIGINT, SIGTERM and SIGHUP meanwhile)."""
+    hosts = read_hosts(options.host_file) if options.host_file else None
+    specs = process_specs(options, environ=environ, hosts=hosts)
+    previous = {signum: signal.signal(signum, _raise_interrupted) for signum in HANDLED_SIGNALS}
+    try:
+        return run(specs, options.grace)
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)

@@ -1,0 +1,105 @@
+"""Running a detector over a dataset and scoring it: VOC07 11-point and area mAP,
+COCO AP through pycocotools.
+
+Both metrics measure boxes by the dataset's ``box_convention``
+(:mod:`zoo.data.conventions`): inclusive corners (Pascal VOC) are ``x2 - x1 + 1``
+pixels wide, continuous ones (COCO) ``x2 - x1``. Detections are read in the same
+convention, since the model learnt its boxes from that dataset's ground truth.
+"""
+import numpy as np
+
+from zoo.data import DetectionLoader, inference_transform
+from zoo.data.conventions import pixel_offset
+from zoo.predictor import Predictor
+from zoo.metrics import VOCMeanAP, coco_detections, coco_eval, coco_ground_truth
+
+
+def model_predictor(model, arg_params, aux_params, ctx=None, symbol=None):
+    """A :class:`Predictor` of ``symbol``, by default the model's inference graph."""
+    return Predictor(model.symbol() if symbol is None else symbol, arg_params, aux_params, ctx)
+
+
+def predict(model, arg_params, aux_params, dataset, batch_size=8, num_workers=None,
+            progress=True, ctx=None, symbol=None, preprocessing=None):
+    """Detections for every image of ``dataset``, in order: a list of ``(N, 6)`` arrays of
+    rows ``[class, score, x1, y1, x2, y2]`` normalised to the image, padding rows removed.
+
+    ``symbol`` is the graph to run (e.g. a checkpoint's quantized one); by default the
+    model's inference graph. ``preprocessing`` is how its inputs are made (an artifact's,
+    which may predate the model's own); by default the model's."""
+    transform = inference_transform(preprocessing or model.preprocessing())
+    loader = DetectionLoader(dataset, batch_size, transform, shuffle=False,
+                             num_workers=num_workers, last_batch="pad")
+    predictor = model_predictor(model, arg_params, aux_params, ctx, symbol)
+    batches = loader.epoch(0)
+    if progress:
+        from tqdm import tqdm
+        batches = tqdm(batches, total=len(loader), desc="evaluating", unit="batch")
+    results = []
+    for batch in batches:
+        detections = predictor(**model.input_arrays(batch.data, batch.im_info))[0].asnumpy()
+        keep = len(batch.indices) - batch.pad
+        results.extend(d[d[:, 0] >= 0] for d in detections[:keep])
+    return results
+
+
+def in_pixels(detections, record):
+    """Detection rows with boxes scaled from [0, 1] to the record's pixels."""
+    scaled = detections.copy()
+    scaled[:, 2:6] *= [record.width, record.height, record.width, record.height]
+    return scaled
+
+
+def check_one_per_image(dataset, detections):
+    """ValueError unless there is one detection array per image of ``dataset``."""
+    if len(detections) != len(dataset.records):
+        raise ValueError("%d detection arrays for the %d images of %r: expected one per image"
+                         % (len(detections), len(dataset.records), dataset))
+
+
+def voc_scores(dataset, detections):
+    """``{"voc07": {...}, "voc_area": {...}}``: per-class AP and ``mAP`` for each metric.
+
+    ``detections[i]`` are image ``i``'s rows ``[class, score, x1, y1, x2, y2]`` normalised
+    to the image (as :func:`predict` returns them). Boxes are measured by the dataset's
+    box convention (+1 pixel for inclusive ones); ties are broken as
+    :class:`zoo.metrics.VOCMeanAP` documents (GluonCV's order).
+    """
+    check_one_per_image(dataset, detections)
+    offset = pixel_offset(dataset.box_convention)
+    metrics = {"voc07": VOCMeanAP(dataset.class_names, use_07_metric=True,
+                                  pixel_offset=offset),
+               "voc_area": VOCMeanAP(dataset.class_names, use_07_metric=False,
+                                     pixel_offset=offset)}
+    for record, found in zip(dataset.records, detections):
+        found = in_pixels(found, record)
+        inputs = (found[None, :, 2:6], found[None, :, 0], found[None, :, 1],
+                  np.asarray(record.boxes, np.float32).reshape(1, -1, 4),
+                  np.asarray(record.class_ids).reshape(1, -1),
+                  np.asarray(record.difficult).reshape(1, -1))
+        for metric in metrics.values():
+            metric.update(*inputs)
+    return {name: dict(zip(*metric.get())) for name, metric in metrics.items()}
+
+
+def coco_scores(dataset, detections, results_json=None):
+    """COCO AP, AP50, AP75, ... (difficult objects count as crowd regions).
+
+    Ground truth and detections (as for :func:`voc_scores`) become COCO boxes by the
+    dataset's box convention: an inclusive box ``x1..x2`` is ``x2 - x1 + 1`` wide, so
+    both metrics see the same pixels. Ties keep pycocotools' order (listing order).
+    """
+    check_one_per_image(dataset, detections)
+    offset = pixel_offset(dataset.box_convention)
+    ground_truth = coco_ground_truth(dataset.records, dataset.class_names, pixel_offset=offset)
+    found = []
+    for image_id, (record, rows) in enumerate(zip(dataset.records, detections)):
+        found.extend(coco_detections(image_id, rows, record.width, record.height,
+                                     pixel_offset=offset))
+    return coco_eval(ground_truth, found, results_json=results_json)
+
+
+def evaluate_voc(model, arg_params, aux_params, dataset, **predict_options):
+    """Predict on ``dataset`` and return :func:`voc_scores`."""
+    return voc_scores(dataset, predict(model, arg_params, aux_params, dataset,
+                                       **predict_options))

@@ -1,0 +1,92 @@
+"""How an image becomes a network input: the one definition of the pixel statistics and
+of the resizing.
+
+Every model is trained and run on RGB pixels normalised by ImageNet's mean and
+standard deviation (GluonCV's values, which its pretrained backbones expect). SSD
+stretches the image to a square ``data_shape`` side (:func:`stretch`); Faster R-CNN keeps
+its aspect ratio, scaling the short side to ``data_shape`` with the long side at most
+``max_size``, and a batch's images are padded onto one canvas (:func:`short_side`). Either
+resize is by default one bilinear warp, the one the training augmentation makes; a config's
+``interpolation`` may choose OpenCV's resize instead (:data:`INTERPOLATIONS`), as GluonCV's
+transforms make theirs. The config defaults, the transforms, the detector and the stored
+artifacts all read them from here or from a model's
+:meth:`~zoo.DetectionModel.preprocessing`.
+"""
+import math
+
+import numpy as np
+
+MEAN_PIXELS = (123.68, 116.779, 103.939)
+STD_PIXELS = (58.393, 57.12, 57.375)
+
+WARP = "warp"
+INTERPOLATIONS = (WARP, "bilinear", "auto")
+"""How inference resizes an image: ``warp``, a bilinear ``cv2.warpAffine`` whose border is
+the mean pixel (the default, as training warps); or ``cv2.resize``, ``bilinear``
+(``INTER_LINEAR``, MXNet's ``imresize`` interp 1, GluonCV's Faster R-CNN) or ``auto`` (MXNet's
+interp 9, GluonCV's SSD: ``INTER_AREA`` when both sides shrink, ``INTER_CUBIC`` when both
+grow, else ``INTER_LINEAR``)."""
+
+
+def statistics(spec):
+    """``{"mean", "std"}`` of a resolved config as plain float lists."""
+    return {"mean": [float(v) for v in spec["mean_pixels"]],
+            "std": [float(v) for v in spec["std_pixels"]]}
+
+
+def resampling(spec):
+    """``{"interpolation": name}`` of a config that chooses other than :data:`WARP`, else
+    ``{}``: the preprocessing of every warping model stays what it was before the field,
+    which a zoo that predates it reads the same way (:func:`interpolation_of`)."""
+    name = spec.get("interpolation", WARP)  # a hand-made spec need not name it
+    return {} if name == WARP else {"interpolation": name}
+
+
+def interpolation_of(preprocessing):
+    """The :data:`INTERPOLATIONS` name of a preprocessing dict: :data:`WARP` when it names
+    none (a warping model's, or an artifact older than the field)."""
+    return preprocessing.get("interpolation", WARP)
+
+
+def stretch(spec):
+    """``{"mean", "std", "resize": "stretch", "data_shape": [S, S]}`` (and
+    :func:`resampling`'s ``interpolation``): the image is resized to ``data_shape`` x
+    ``data_shape`` whatever its aspect ratio."""
+    side = spec["data_shape"]
+    return dict(statistics(spec), resize="stretch", data_shape=[side, side], **resampling(spec))
+
+
+def short_side(spec, size_divisor):
+    """``{"mean", "std", "resize": "short_side", "data_shape": [S, M], "short_side": S,
+    "max_size": M, "size_divisor": D}`` (and :func:`resampling`'s ``interpolation``): the
+    image keeps its aspect ratio, its short side scaled to S unless the long side would pass
+    M (:func:`scaled_size`); a batch is padded to a canvas whose sides are multiples of D
+    (:func:`canvas_size`). ``data_shape`` is the reference input."""
+    side, longest = spec["data_shape"], spec["max_size"]
+    return dict(statistics(spec), resize="short_side", data_shape=[side, longest],
+                short_side=side, max_size=longest, size_divisor=int(size_divisor),
+                **resampling(spec))
+
+
+def scaled_size(height, width, short_side, max_size):
+    """``(new_height, new_width, scale)`` of a ``height`` x ``width`` image whose short side
+    is scaled to ``short_side``, or less so that the long side stays within ``max_size``."""
+    scale = min(short_side / min(height, width), max_size / max(height, width))
+    # a side never rounds to 0, however thin the image
+    return max(1, round(height * scale)), max(1, round(width * scale)), scale
+
+
+def canvas_size(sizes, size_divisor):
+    """``(H, W)``: the largest height and width of ``sizes`` (``(height, width)`` pairs),
+    each rounded up to a multiple of ``size_divisor``."""
+    height = max(size[0] for size in sizes)
+    width = max(size[1] for size in sizes)
+    return (int(math.ceil(height / size_divisor)) * size_divisor,
+            int(math.ceil(width / size_divisor)) * size_divisor)
+
+
+def canvas_im_info(data):
+    """``im_info`` rows ``[height, width, 1]`` of a batch ``data`` (B, 3, H, W) whose images
+    fill the canvas at scale 1 (stretched ones): what a Faster R-CNN is given for them."""
+    height, width = data.shape[2:]
+    return np.tile(np.array([[height, width, 1.0]], np.float32), (data.shape[0], 1))
