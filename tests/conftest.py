@@ -3,9 +3,11 @@ import os
 os.environ.setdefault("MXNET_SUBGRAPH_VERBOSE", "0")
 
 import mxnet as mx  # noqa: E402
+import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 import zoo  # noqa: E402
+from zoo.data import embedded  # noqa: E402
 
 SETTINGS_VARIANTS = {
     # config: the config it only renumbers (same graph builders; COCO's classes, sizes and
@@ -38,6 +40,26 @@ def faster_rcnn():
     return model
 
 
+@pytest.fixture(scope="session")
+def shapes(tmp_path_factory):
+    """A tiny embedded dataset shared by the command-line and fault tests: 8 training and 4
+    held-out images of 128 pixels."""
+    return embedded.generate(str(tmp_path_factory.mktemp("shapes")), seed=1, num_train=8,
+                             num_val=4, image_size=128)
+
+
+@pytest.fixture(scope="session")
+def shapes192(tmp_path_factory):
+    """The same tiny dataset at 192 pixels (the training and tool tests' size)."""
+    return embedded.generate(str(tmp_path_factory.mktemp("shapes192")), seed=1, num_train=8,
+                             num_val=4, image_size=192)
+
+
+def random_image(height, width, seed=0):
+    """A random HxWx3 uint8 RGB image."""
+    return np.random.RandomState(seed).randint(0, 256, (height, width, 3), dtype=np.uint8)
+
+
 @pytest.fixture
 def no_graph(monkeypatch):
     """Fail the test if a backbone graph is built: config field errors come before any."""
@@ -53,3 +75,11 @@ def forward(sym, arg_params, aux_params, **inputs):
     args.update({k: mx.nd.array(v) for k, v in inputs.items()})
     executor = sym.bind(mx.cpu(), args, aux_states=dict(aux_params), grad_req="null")
     return [out.asnumpy() for out in executor.forward(is_train=False)]
+
+
+def runner_inputs(images, preprocessing):
+    """``[(data, im_info)]``, one per image: the graph's inputs as the one batch runner
+    (:class:`zoo.inference.runner.BatchRunner`) makes them, each image on its own canvas."""
+    from zoo.inference.runner import BatchRunner, ImageList
+    batches = BatchRunner(preprocessing).batches(ImageList(images), 1)
+    return [(batch.data, batch.im_info) for batch in batches]

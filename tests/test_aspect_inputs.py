@@ -9,7 +9,7 @@ import pytest
 import zoo
 from zoo import artifact
 from zoo.data import (DetectionDataset, DetectionLoader, Record, ShortSideTrainTransform,
-                      ShortSideValTransform, ValTransform, batch_inputs, inference_transform,
+                      ShortSideValTransform, ValTransform, inference_transform,
                       train_transform)
 from zoo.data.transforms import NO_LABEL, normalise
 from zoo.predictor import Predictor
@@ -17,14 +17,11 @@ from zoo.inference.detector import Detector
 from zoo.engine.hooks import Hook
 from zoo.engine.trainer import OptimizerOptions, Trainer, TrainerOptions
 from zoo.schema.preprocessing import canvas_size, scaled_size
+from conftest import random_image, runner_inputs
 
 SHORT, LONGEST, DIVISOR = 60, 120, 16
 LANDSCAPE, PORTRAIT = (90, 150), (150, 90)  # (height, width)
 ALL = dict(score_threshold=0.0, max_detections=10000)
-
-
-def random_image(height, width, seed=0):
-    return np.random.RandomState(seed).randint(0, 256, (height, width, 3), dtype=np.uint8)
 
 
 def test_scaled_size_fits_the_short_side_unless_the_long_side_passes_max_size():
@@ -85,7 +82,7 @@ def test_transforms_follow_the_preprocessing_dict():
     assert preprocessing["data_shape"] == [128, 224] and preprocessing["max_size"] == 224
     assert isinstance(train_transform(preprocessing), ShortSideTrainTransform)
     old_artifact = dict(preprocessing, resize="stretch", data_shape=[128, 128])
-    data, im_info = batch_inputs([random_image(*LANDSCAPE)], old_artifact)
+    (data, im_info), = runner_inputs([random_image(*LANDSCAPE)], old_artifact)
     assert data.shape == (1, 3, 128, 128) and im_info is None, "stretched as it was trained"
 
 
@@ -156,7 +153,7 @@ def canonical(rows):
 
 def test_detections_stay_in_the_valid_region_im_info_marks(faster_rcnn):
     image = random_image(*LANDSCAPE)
-    data, im_info = batch_inputs([image], faster_rcnn.preprocessing())
+    (data, im_info), = runner_inputs([image], faster_rcnn.preprocessing())
     height, width = int(im_info[0, 0]), int(im_info[0, 1])
     canvas = np.zeros((1, 3, data.shape[2] + 64, data.shape[3] + 96), np.float32)
     canvas[:, :, :data.shape[2], :data.shape[3]] = data
@@ -196,7 +193,7 @@ def test_detections_ignore_the_canvas_beyond_the_valid_region():
                           num_classes=3, rpn_pre_nms_top_n_test=200,
                           rpn_post_nms_top_n_test=20)
     predictor = Predictor(model.symbol(), *padding_blind_params(model))
-    data, im_info = batch_inputs([random_image(*LANDSCAPE)], model.preprocessing())
+    (data, im_info), = runner_inputs([random_image(*LANDSCAPE)], model.preprocessing())
 
     def rows_on_canvas(height, width):
         canvas = np.zeros((1, 3, height, width), np.float32)
@@ -215,11 +212,12 @@ def test_detector_boxes_land_on_the_non_square_images_pixels(faster_rcnn):
     images = [random_image(*LANDSCAPE), random_image(*PORTRAIT, seed=1)]
     detector = Detector.from_model(faster_rcnn)
     found = detector(images, batch_size=2, **ALL)
-    data, im_info = batch_inputs(images, faster_rcnn.preprocessing())
-    assert data.shape[2:] == (224, 224) and im_info[0, 1] > im_info[0, 0]
-    for slot, (image, result) in enumerate(zip(images, found)):
-        rows = detections(faster_rcnn, data[slot:slot + 1], im_info[slot:slot + 1],
-                          detector.predictor.symbol)
+    inputs = runner_inputs(images, faster_rcnn.preprocessing())
+    (landscape, _), (portrait, _) = inputs
+    assert landscape.shape[3] > landscape.shape[2] and portrait.shape[2] > portrait.shape[3], \
+        "each image runs on its own canvas"
+    for (data, im_info), image, result in zip(inputs, images, found):
+        rows = detections(faster_rcnn, data, im_info, detector.predictor.symbol)
         height, width = image.shape[:2]
         rows[:, 2:6] *= [width, height, width, height]
         assert len(result) == len(rows) > 0

@@ -23,12 +23,6 @@ NETWORK = "ssd_mobilenetv2_stride8"
 CLASSES = ["circle", "square", "triangle", "star"]
 
 
-@pytest.fixture(scope="module")
-def shapes(tmp_path_factory):
-    return embedded.generate(str(tmp_path_factory.mktemp("shapes")), seed=1, num_train=8,
-                             num_val=4, image_size=128)
-
-
 def train_argv(shapes, output, *extra):
     return ["train", "--network", NETWORK, "--dataset", "voc", "--data-root", shapes,
             "--data-shape", "128", "--batch-size", "4", "--output-dir", str(output),

@@ -101,12 +101,6 @@ def test_an_unknown_command(capsys):
                                            "'trian'")
 
 
-@pytest.fixture(scope="module")
-def shapes(tmp_path_factory):
-    return embedded.generate(str(tmp_path_factory.mktemp("shapes")), seed=1, num_train=8,
-                             num_val=4, image_size=128)
-
-
 def data_flags(shapes, output):
     return ["--dataset", "voc", "--data-root", shapes, "--data-shape", "128", "--batch-size",
             "2", "--output-dir", str(output), "--no-progress"]

@@ -133,24 +133,18 @@ def test_tools_are_shells_over_the_cli():
     assert done.returncode == 0 and done.stdout.startswith("usage: zoo eval")
 
 
-@pytest.fixture(scope="module")
-def shapes(tmp_path_factory):
-    return embedded.generate(str(tmp_path_factory.mktemp("shapes")), seed=1, num_train=8,
-                             num_val=4, image_size=192)
-
-
-def test_train_eval_demo_quantize_export_from_other_folders(shapes, tmp_path, monkeypatch):
+def test_train_eval_demo_quantize_export_from_other_folders(shapes192, tmp_path, monkeypatch):
     """The whole path through ``python -m zoo``: trained in one folder from a user's YAML
     (by relative path), then used from another folder once the YAML is gone, and once
     defaults in the config code have changed: the same detections, the trained config."""
     work, elsewhere = tmp_path / "work", tmp_path / "elsewhere"
     (work / "myconfigs").mkdir(parents=True)
     elsewhere.mkdir()
-    os.symlink(shapes, str(elsewhere / "shapes"))
+    os.symlink(shapes192, str(elsewhere / "shapes"))
     config = dict(zoo.get_config("ssd_mobilenetv2"), name="tiny")
     (work / "myconfigs" / "tiny.yaml").write_text(yaml.safe_dump(config))
     done = zoo_run("train", "--network", "myconfigs/tiny.yaml", "--dataset", "voc",
-                   "--data-root", shapes, "--data-shape", "192", "--batch-size", "4",
+                   "--data-root", shapes192, "--data-shape", "192", "--batch-size", "4",
                    "--epochs", "1", "--output-dir", "run", "--no-progress",
                    "--data-threads", "2", cwd=work)
     assert done.returncode == 0, done.stderr[-2000:]

@@ -10,19 +10,18 @@ from pycocotools.coco import COCO
 
 import zoo
 from zoo import artifact
-from zoo.data import batch_inputs, inference_transform
+from zoo.data import VOCDataset, inference_transform
 from zoo.predictor import Predictor, mkldnn_available
 from zoo.inference.detector import Detections, Detector, write_coco_results
 from zoo.bench.detector import DetectorBenchmarkOptions, benchmark_detector
-from zoo.inference.quantization import int8_layers, quantize
+from zoo.inference.evaluation import predict
+from zoo.inference.quantization import calibration_iter, int8_layers, quantize
+from zoo.inference.runner import BatchRunner
 from zoo.inference.visualize import draw, draw_detections
+from conftest import random_image, runner_inputs
 
 NAMES = ["circle", "square", "triangle"]
 ALL = dict(score_threshold=0.0, max_detections=10000)
-
-
-def random_image(height, width, seed=0):
-    return np.random.RandomState(seed).randint(0, 256, (height, width, 3), dtype=np.uint8)
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +35,7 @@ def ssd():
 def graph_rows(detector, image):
     """The graph's own output rows for ``image``, run by a separate Predictor."""
     model = detector.model
-    data, im_info = batch_inputs([image], model.preprocessing())
+    (data, im_info), = runner_inputs([image], model.preprocessing())
     predictor = Predictor(detector.predictor.symbol, model.arg_params, model.aux_params)
     rows = predictor(**model.input_arrays(data, im_info))[0].asnumpy()[0]
     return rows[rows[:, 0] >= 0]
@@ -132,7 +131,7 @@ def test_one_executor_per_input_shape_bound_once(ssd, monkeypatch):
 def test_images_no_worker_has_started_are_prepared_by_the_caller(ssd, monkeypatch):
     detector = Detector.from_model(ssd)
     preparers = []
-    prepare = detector.prepare
+    prepare = detector.runner.prepare
 
     def slow_in_workers(*arguments):
         preparers.append(threading.current_thread() is threading.main_thread())
@@ -140,7 +139,7 @@ def test_images_no_worker_has_started_are_prepared_by_the_caller(ssd, monkeypatc
             time.sleep(0.3)  # a worker starved by a busy machine
         return prepare(*arguments)
 
-    monkeypatch.setattr(detector, "prepare", slow_in_workers)
+    monkeypatch.setattr(detector.runner, "prepare", slow_in_workers)
     images = [random_image(30, 40, seed=i) for i in range(6)]
     found = detector(images, batch_size=3, **ALL)
     assert any(preparers) and len(preparers) == len(images)
@@ -256,3 +255,29 @@ def test_benchmark_returns_both_speeds(tmp_path):
     assert result["detector_images_per_s"] > 0 and result["inference_images_per_s"] > 0
     assert result["ratio"] == pytest.approx(
         result["detector_images_per_s"] / result["inference_images_per_s"])
+
+
+def test_evaluation_detection_and_calibration_go_through_the_one_batch_runner(ssd, shapes,
+                                                                               monkeypatch):
+    """One runner prepares and runs every batch: the Detector's images, an evaluation's and a
+    calibration's dataset; evaluation runs the Detector's graph by default and finds the
+    same boxes on the same files."""
+    sources = []
+    batches = BatchRunner.batches
+
+    def recorded(runner, source, batch_size):
+        sources.append(type(source).__name__)
+        return batches(runner, source, batch_size)
+
+    monkeypatch.setattr(BatchRunner, "batches", recorded)
+    dataset = VOCDataset(shapes, "val")
+    paths = [dataset.image_path(index) for index in range(len(dataset))]
+    found = Detector.from_model(ssd)(paths, batch_size=3, **ALL)
+    rows = predict(ssd, ssd.arg_params, ssd.aux_params, dataset, batch_size=2, progress=False)
+    calibration_iter(ssd, dataset, batch_size=2, num_batches=1)
+    assert sources == ["ImageList", "DatasetImages", "DatasetImages"]
+    for detections, image_rows, record in zip(found, rows, dataset.records):
+        image_rows = image_rows.astype(np.float64)
+        image_rows[:, 2:6] *= [record.width, record.height] * 2
+        np.testing.assert_allclose(as_rows(detections), image_rows[np.lexsort(image_rows.T[::-1])],
+                                   rtol=1e-5, atol=1e-3)

@@ -31,12 +31,6 @@ ENV = dict(os.environ, PYTHONPATH=ROOT, OMP_NUM_THREADS="1")
 NETWORK = "ssd_mobilenetv2_stride8"
 
 
-@pytest.fixture(scope="module")
-def shapes(tmp_path_factory):
-    return embedded.generate(str(tmp_path_factory.mktemp("shapes")), seed=1, num_train=8,
-                             num_val=4, image_size=128)
-
-
 def train_argv(shapes, output, epochs=3):
     return ["train", "--network", NETWORK, "--dataset", "voc", "--data-root", shapes,
             "--data-shape", "128", "--batch-size", "2", "--epochs", str(epochs),

@@ -32,13 +32,6 @@ LAUNCH = os.path.join(ROOT, "tools", "launch.py")
 NETWORK = "ssd_mobilenetv2_stride8"
 
 
-@pytest.fixture(scope="module")
-def shapes(tmp_path_factory):
-    """8 training images: 2 steps per epoch for 2 workers with a batch of 2 each."""
-    return embedded.generate(str(tmp_path_factory.mktemp("shapes")), seed=1, num_train=8,
-                             num_val=2, image_size=128)
-
-
 def train_flags(shapes, output, epochs, *extra):
     return ["--network", NETWORK, "--dataset", "voc", "--data-root", shapes,
             "--data-shape", "128", "--batch-size", "2", "--epochs", str(epochs), "--lr", "0.02",

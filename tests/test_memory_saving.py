@@ -13,7 +13,7 @@ import zoo
 import zoo.cli
 from zoo import artifact
 from symbols.layers import add, conv_bn, dense, relu
-from test_tools import ROOT, shapes, train_flags  # noqa: F401 (shapes: fixture)
+from test_tools import ROOT, train_flags
 from zoo.jobs.train import TrainOptions, make_trainer
 from zoo.engine.memory import MIRROR_ATTR, ForwardGraph, MemoryPlanner, memory_saving_symbol
 
@@ -121,8 +121,8 @@ def test_benchmark_tool_reports_memory_and_time_of_each_configuration():
     assert lines[4].startswith("memory-saving / plain: peak RSS ")
 
 
-def test_train_memory_saving_flag_trains_an_epoch(shapes, tmp_path, caplog):  # noqa: F811
-    options = TrainOptions(network="ssd_mobilenetv2", dataset="voc", data_root=shapes,
+def test_train_memory_saving_flag_trains_an_epoch(shapes192, tmp_path, caplog):  # noqa: F811
+    options = TrainOptions(network="ssd_mobilenetv2", dataset="voc", data_root=shapes192,
                            data_shape=192, batch_size=4, epochs=1, val_split="",
                            data_threads=2, output_dir=str(tmp_path), progress=False,
                            memory_saving=True)
@@ -130,7 +130,7 @@ def test_train_memory_saving_flag_trains_an_epoch(shapes, tmp_path, caplog):  # 
     plain = dataclasses.replace(options, memory_saving=False)
     assert not mirrored_names(make_trainer(plain).build_module().symbol)
     caplog.set_level("INFO", logger="zoo.engine.memory")
-    flags = train_flags(shapes, tmp_path, "--val-set", "", "--memory-saving")
+    flags = train_flags(shapes192, tmp_path, "--val-set", "", "--memory-saving")
     assert zoo.cli.main(["train", *flags]) == 0
     assert "recomputed in backward" in caplog.text
     assert artifact.epochs(str(tmp_path / "ssd_mobilenetv2")) == [1]

@@ -211,7 +211,7 @@ def test_the_file_describes_itself(small_ssd):
     meta = {p.key: p.value for p in exported.metadata_props}
     assert meta["zoo.format"] == "1" and meta["zoo.network"] == "ssd_mobilenetv2"
     assert json.loads(meta["zoo.class_names"]) == ["cat", "dog"]
-    assert json.loads(meta["zoo.schema.preprocessing"]) == model.preprocessing()
+    assert json.loads(meta["zoo.preprocessing"]) == model.preprocessing()
     assert meta["zoo.graph_preprocessing"] == "none"
     runtime = session(path)
     assert [(i.name, i.shape[1:]) for i in runtime.get_inputs()] == [("data", [3, 192, 192])]

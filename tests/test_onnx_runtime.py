@@ -19,9 +19,9 @@ from onnx import TensorProto, helper
 
 import zoo
 from zoo.schema import preprocessing as image_preprocessing
-from zoo.data import batch_inputs
 from zoo.onnx.runtime import OnnxDetector, OnnxModelError, load_onnx_detector
 from zoo.process import ENGINE_NOTICE
+from conftest import random_image, runner_inputs
 
 NAMES = ["circle", "square", "triangle"]
 ALL = dict(score_threshold=0.0, max_detections=10000)
@@ -29,10 +29,6 @@ STATISTICS = {"mean_pixels": [120.0, 110.0, 100.0], "std_pixels": [60.0, 50.0, 4
 STRETCH = image_preprocessing.stretch(dict(STATISTICS, data_shape=32))
 SHORT_SIDE = image_preprocessing.short_side(dict(STATISTICS, data_shape=32, max_size=48), 8)
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def random_image(height, width, seed=0):
-    return np.random.RandomState(seed).randint(0, 256, (height, width, 3), dtype=np.uint8)
 
 
 def constant(name, values):
@@ -106,7 +102,7 @@ def write_export(path, preprocessing=STRETCH, graph_preprocessing="none", im_inf
         output, TensorProto.FLOAT, ["batch", 4, 6])])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     props = {"zoo.format": "1", "zoo.network": "toy", "zoo.class_names": json.dumps(NAMES),
-             "zoo.schema.preprocessing": json.dumps(preprocessing),
+             "zoo.preprocessing": json.dumps(preprocessing),
              "zoo.graph_preprocessing": graph_preprocessing}
     props.update(metadata or {})
     helper.set_model_props(model, {key: value for key, value in props.items()
@@ -117,8 +113,9 @@ def write_export(path, preprocessing=STRETCH, graph_preprocessing="none", im_inf
 
 
 def expected_rows(images, preprocessing):
-    """The toy graph's rows of ``images`` run as one batch, computed here."""
-    data, im_info = batch_inputs(images, preprocessing)
+    """The toy graph's rows of ``images``, each on its own canvas, computed here."""
+    data, im_info = (np.concatenate(arrays) if arrays[0] is not None else None
+                     for arrays in zip(*runner_inputs(images, preprocessing)))
     rows = np.zeros((len(images), 3, 6), np.float32)
     rows[:, :, 0] = [0, 1, 2]
     rows[:, :, 1] = 1 / (1 + np.exp(-data.mean(axis=(2, 3))))
@@ -161,8 +158,7 @@ def test_short_side_batches_feed_each_images_im_info(tmp_path, graph_preprocessi
               random_image(50, 50, seed=2)]
     found = load_onnx_detector(path, threads=1)(images, batch_size=2, **ALL)
     assert len(found) == len(images), "the padding of the last batch is dropped"
-    batches = [images[:2], images[2:]]
-    expected = np.concatenate([expected_rows(batch, SHORT_SIDE) for batch in batches])
+    expected = np.concatenate([expected_rows([image], SHORT_SIDE) for image in images])
     for one, rows, image in zip(found, expected, images):
         np.testing.assert_allclose(as_rows(one), in_pixels(rows, image), rtol=1e-5, atol=1e-4)
     assert not np.allclose(as_rows(found[0]), as_rows(found[1])), "each image has its own"
@@ -235,14 +231,14 @@ def test_metadata_is_the_files(tmp_path):
     (dict(metadata={"zoo.class_names": "[circle"}), "zoo.class_names is not valid JSON"),
     (dict(metadata={"zoo.class_names": "[]"}),
      "zoo.class_names = []: expected a JSON list of class names"),
-    (dict(metadata={"zoo.schema.preprocessing": None}), "no zoo.schema.preprocessing in its metadata_props"),
-    (dict(metadata={"zoo.schema.preprocessing": '{"mean": [0, 0, 0]}'}),
+    (dict(metadata={"zoo.preprocessing": None}), "no zoo.preprocessing in its metadata_props"),
+    (dict(metadata={"zoo.preprocessing": '{"mean": [0, 0, 0]}'}),
      "expected a JSON object with mean, std and data_shape"),
     (dict(metadata={"zoo.graph_preprocessing": "normalize"}),
      "inputs data: expected 'image' (and 'im_info' for a Faster R-CNN)"),
     (dict(output="rows"), "outputs rows: expected 'detections'"),
     (dict(size=(32, 16)), "input data of shape ['batch', 3, 32, 16]: expected height and width "
-                          "[32, 32], zoo.schema.preprocessing's data_shape"),
+                          "[32, 32], zoo.preprocessing's data_shape"),
     (dict(size=(16, 32), graph_preprocessing="normalize"),
      "input image of shape ['batch', 16, 32, 3]: expected height and width [32, 32]"),
 ])
@@ -313,7 +309,7 @@ except AttributeError as err:
 """
     done = run_python(code, tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.splitlines() == ["False", "zoo.artifact zoo.config.registry True",
+    assert done.stdout.splitlines() == ["False", "zoo.artifact zoo.model True",
                                         "module 'zoo' has no attribute 'no_such_name'"]
 
 

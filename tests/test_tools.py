@@ -29,30 +29,23 @@ from conftest import END_TO_END_MODELS
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-@pytest.fixture(scope="module")
-def shapes(tmp_path_factory):
-    """A tiny embedded dataset: 8 training and 4 held-out images of 192 pixels."""
-    return embedded.generate(str(tmp_path_factory.mktemp("shapes")), seed=1, num_train=8,
-                             num_val=4, image_size=192)
-
-
-def train_options(shapes, output, network="ssd_mobilenetv2", data_shape=192, **changes):
+def train_options(shapes192, output, network="ssd_mobilenetv2", data_shape=192, **changes):
     """One epoch of ``network`` on the tiny dataset, batches of 4, no progress bar."""
-    settings = dict(network=network, dataset="voc", data_root=shapes, output_dir=str(output),
+    settings = dict(network=network, dataset="voc", data_root=shapes192, output_dir=str(output),
                     data_shape=data_shape, batch_size=4, epochs=1, progress=False,
                     data_threads=2)
     return TrainOptions(**{**settings, **changes})
 
 
-def train_flags(shapes, output, *extra, network="ssd_mobilenetv2", shape="192"):
+def train_flags(shapes192, output, *extra, network="ssd_mobilenetv2", shape="192"):
     """The command-line flags of :func:`train_options`."""
-    return ["--network", network, "--dataset", "voc", "--data-root", shapes,
+    return ["--network", network, "--dataset", "voc", "--data-root", shapes192,
             "--output-dir", str(output), "--data-shape", shape, "--batch-size", "4",
             "--epochs", "1", "--no-progress", "--data-threads", "2"] + list(extra)
 
 
-def test_options_reach_model_optimizer_and_loader(shapes, tmp_path, monkeypatch):
-    options = train_options(shapes, tmp_path, optimizer="nag", lr=0.03, wd=1e-3, momentum=0.8,
+def test_options_reach_model_optimizer_and_loader(shapes192, tmp_path, monkeypatch):
+    options = train_options(shapes192, tmp_path, optimizer="nag", lr=0.03, wd=1e-3, momentum=0.8,
                             clip_gradient=5.0, lr_steps=(2.0, 3.0), lr_factor=0.5,
                             warmup_epochs=1.0, freeze="^conv1_", seed=7, max_expand=1.5,
                             data_shape=256, crop=False)
@@ -93,13 +86,13 @@ def params_of(prefix, epoch):
     return loaded.arg_params, loaded.aux_params
 
 
-def test_resume_is_bit_exact(shapes, tmp_path):
+def test_resume_is_bit_exact(shapes192, tmp_path):
     straight, resumed = tmp_path / "straight", tmp_path / "resumed"
-    result = train(train_options(shapes, straight, epochs=2, val_split=""))
+    result = train(train_options(shapes192, straight, epochs=2, val_split=""))
     assert result.prefix == str(straight / "ssd_mobilenetv2") and result.best_epoch is None
     assert [row["epoch"] for row in result.rows] == [1, 2]
-    train(train_options(shapes, resumed, val_split=""))
-    rows = train(train_options(shapes, resumed, epochs=2, val_split="", resume="auto")).rows
+    train(train_options(shapes192, resumed, val_split=""))
+    rows = train(train_options(shapes192, resumed, epochs=2, val_split="", resume="auto")).rows
     assert [row["epoch"] for row in rows] == [2]
     prefix = "ssd_mobilenetv2"
     assert_same_params(params_of(str(straight / prefix), 2), params_of(str(resumed / prefix), 2))
@@ -112,8 +105,8 @@ def test_resume_is_bit_exact(shapes, tmp_path):
     assert [row.split(",")[0] for row in log[1:]] == ["1", "2"]
 
 
-def test_a_new_run_refuses_another_runs_folder_unless_told(shapes, tmp_path):
-    options = train_options(shapes, tmp_path, val_split="", keep_last=1)
+def test_a_new_run_refuses_another_runs_folder_unless_told(shapes192, tmp_path):
+    options = train_options(shapes192, tmp_path, val_split="", keep_last=1)
     train(options)
     with pytest.raises(OutputFolderInUse, match="--overwrite"):
         train(options)
@@ -136,23 +129,23 @@ KILL_DURING_SAVE = textwrap.dedent("""
 """ % ROOT)
 
 
-def test_kill_during_save_keeps_previous_checkpoint(shapes, tmp_path):
-    flags = train_flags(shapes, tmp_path, "--epochs", "2", "--val-split", "")
+def test_kill_during_save_keeps_previous_checkpoint(shapes192, tmp_path):
+    flags = train_flags(shapes192, tmp_path, "--epochs", "2", "--val-split", "")
     killed = subprocess.run([sys.executable, "-c", KILL_DURING_SAVE] + flags,
                             capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=ROOT))
     assert killed.returncode == -9
     prefix = str(tmp_path / "ssd_mobilenetv2")
     assert artifact.latest_epoch(prefix) == 1
     assert any(name.startswith("ssd_mobilenetv2-0002.params.tmp") for name in os.listdir(tmp_path))
-    rows = train(train_options(shapes, tmp_path, epochs=2, val_split="", resume="auto")).rows
+    rows = train(train_options(shapes192, tmp_path, epochs=2, val_split="", resume="auto")).rows
     assert [row["epoch"] for row in rows] == [2] and artifact.latest_epoch(prefix) == 2
 
 
-def test_exploding_loss_stops_with_a_clear_message(shapes, tmp_path, capsys):
-    options = train_options(shapes, tmp_path, epochs=2, val_split="", lr=1e6, momentum=0.0)
+def test_exploding_loss_stops_with_a_clear_message(shapes192, tmp_path, capsys):
+    options = train_options(shapes192, tmp_path, epochs=2, val_split="", lr=1e6, momentum=0.0)
     with pytest.raises(TrainingDiverged, match="--lr"):
         train(options)
-    flags = train_flags(shapes, tmp_path / "cli", "--epochs", "2", "--val-split", "",
+    flags = train_flags(shapes192, tmp_path / "cli", "--epochs", "2", "--val-split", "",
                         "--lr", "1e6", "--momentum", "0")
     assert zoo_main(["train"] + flags) == 1
     err = capsys.readouterr().err
@@ -161,15 +154,15 @@ def test_exploding_loss_stops_with_a_clear_message(shapes, tmp_path, capsys):
 
 
 @pytest.fixture(scope="module")
-def trained(shapes, tmp_path_factory):
+def trained(shapes192, tmp_path_factory):
     """The artifact prefix of a 2-epoch run validated every epoch."""
     output = tmp_path_factory.mktemp("trained")
-    return train(train_options(shapes, output, epochs=2)).prefix
+    return train(train_options(shapes192, output, epochs=2)).prefix
 
 
-def test_evaluation_scores_every_image_of_the_best_epoch(shapes, trained, tmp_path):
+def test_evaluation_scores_every_image_of_the_best_epoch(shapes192, trained, tmp_path):
     output = tmp_path / "eval.json"
-    result = evaluate(EvalOptions(checkpoint=trained, data_root=shapes, output=str(output),
+    result = evaluate(EvalOptions(checkpoint=trained, data_root=shapes192, output=str(output),
                                   progress=False))
     assert result.images == 4 and result.epoch == artifact.best_epoch(trained)
     assert result.output == str(output) and result.precision == {"dtype": "fp32"}
@@ -181,12 +174,12 @@ def test_evaluation_scores_every_image_of_the_best_epoch(shapes, trained, tmp_pa
     table = format_table(result.class_names, result.voc).splitlines()
     assert table[0].split() == ["class", "voc07", "voc_area"] and table[-1].startswith("mAP")
     assert len(table) == len(embedded.CLASSES) + 2
-    epoch_one = evaluate(EvalOptions(checkpoint=trained, data_root=shapes, epoch=1,
+    epoch_one = evaluate(EvalOptions(checkpoint=trained, data_root=shapes192, epoch=1,
                                      output=str(tmp_path / "one.json"), progress=False))
     assert epoch_one.epoch == 1
 
 
-def test_evaluation_refuses_a_dataset_of_other_classes(shapes, trained, tmp_path):
+def test_evaluation_refuses_a_dataset_of_other_classes(shapes192, trained, tmp_path):
     other = embedded.generate(str(tmp_path / "other"), seed=2, num_train=4, num_val=4,
                               image_size=96)
     names = os.path.join(other, "classes.txt")
@@ -197,9 +190,9 @@ def test_evaluation_refuses_a_dataset_of_other_classes(shapes, trained, tmp_path
         evaluate(EvalOptions(checkpoint=trained, data_root=other, progress=False))
 
 
-def test_demo_draws_the_detections_it_returns(shapes, trained, tmp_path):
+def test_demo_draws_the_detections_it_returns(shapes192, trained, tmp_path):
     picture = tmp_path / "sub" / "demo.png"
-    image = os.path.join(shapes, "JPEGImages", "000008.jpg")
+    image = os.path.join(shapes192, "JPEGImages", "000008.jpg")
     detections = demo(DemoOptions(checkpoint=trained, image=image, output=str(picture),
                                   threshold=0.0))
     assert picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -210,9 +203,9 @@ def test_demo_draws_the_detections_it_returns(shapes, trained, tmp_path):
     assert len(high) < len(detections) and (high.scores >= 0.99).all()
 
 
-def test_quantize_writes_an_int8_artifact(shapes, trained, tmp_path):
+def test_quantize_writes_an_int8_artifact(shapes192, trained, tmp_path):
     output = str(tmp_path / "int8")
-    result = quantize(QuantizeOptions(checkpoint=trained, data_root=shapes, batch_size=4,
+    result = quantize(QuantizeOptions(checkpoint=trained, data_root=shapes192, batch_size=4,
                                       calib_batches=1, output=output, exclude=("conv1",)))
     calibration = result.precision["calibration"]
     assert result.prefix == output and result.precision["dtype"] == "int8"
@@ -221,9 +214,9 @@ def test_quantize_writes_an_int8_artifact(shapes, trained, tmp_path):
     loaded = artifact.load(output)
     assert loaded.is_int8 and loaded.precision == result.precision
     with pytest.raises(artifact.ArtifactError, match="already int8"):
-        quantize(QuantizeOptions(checkpoint=output, data_root=shapes, batch_size=4))
+        quantize(QuantizeOptions(checkpoint=output, data_root=shapes192, batch_size=4))
     with pytest.raises(zoo.DataError, match="calibration batch"):
-        quantize(QuantizeOptions(checkpoint=trained, data_root=shapes, split="val",
+        quantize(QuantizeOptions(checkpoint=trained, data_root=shapes192, split="val",
                                  batch_size=8, output=str(tmp_path / "none")))
 
 
@@ -242,8 +235,8 @@ def test_export_resaves_an_artifact_or_a_registered_model(trained, tmp_path):
         export(ExportOptions(output=str(tmp_path / "x")))
 
 
-def test_export_to_onnx_detects_as_the_artifact_does(trained, shapes, tmp_path, capsys):
-    images = sorted(glob.glob(os.path.join(shapes, "JPEGImages", "*.jpg")))
+def test_export_to_onnx_detects_as_the_artifact_does(trained, shapes192, tmp_path, capsys):
+    images = sorted(glob.glob(os.path.join(shapes192, "JPEGImages", "*.jpg")))
     result = export(ExportOptions(output=str(tmp_path / "onnx" / "ssd"), checkpoint=trained,
                                   format="onnx", verify=tuple(images)))
     assert result.path == str(tmp_path / "onnx" / "ssd.onnx") and os.path.isfile(result.path)
@@ -270,12 +263,12 @@ untrained boxes reach infinity, which evaluation refuses."""
 
 
 @pytest.mark.parametrize("network", END_TO_END_MODELS)
-def test_every_model_trains_and_evaluates(network, shapes, tmp_path):
-    options = train_options(shapes, tmp_path, network=network, val_split="", batch_size=2,
+def test_every_model_trains_and_evaluates(network, shapes192, tmp_path):
+    options = train_options(shapes192, tmp_path, network=network, val_split="", batch_size=2,
                             train_split="val", data_shape=SMALL_SHAPES.get(network, 160),
                             **GENTLE.get(network, {}))
     prefix = train(options).prefix
     assert prefix == str(tmp_path / network) and artifact.latest_epoch(prefix) == 1
-    result = evaluate(EvalOptions(checkpoint=prefix, data_root=shapes, batch_size=2,
+    result = evaluate(EvalOptions(checkpoint=prefix, data_root=shapes192, batch_size=2,
                                   progress=False))
     assert result.images == 4

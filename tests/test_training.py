@@ -18,7 +18,6 @@ from zoo.engine.hooks import Checkpointer, Hook, default_hooks
 from zoo.engine.trainer import (OptimizerOptions, OutputFolderInUse, Trainer, TrainerOptions,
                                 TrainingDiverged)
 from zoo.jobs.train import TrainOptions, make_trainer
-from test_tools import shapes  # noqa: F401 (a fixture)
 
 CLASSES = ("square", "bar")
 SIDE = 64
@@ -359,9 +358,9 @@ def test_freeze_keeps_matching_parameters_fixed():
     assert isinstance(trainer.module, mx.mod.Module)
 
 
-def test_train_job_feeds_faster_rcnn_short_side_batches_and_ssd_stretched_ones(shapes,  # noqa: F811
+def test_train_job_feeds_faster_rcnn_short_side_batches_and_ssd_stretched_ones(shapes192,
                                                                                  tmp_path):
-    options = TrainOptions(network="faster_rcnn_mobilenetv2", dataset="voc", data_root=shapes,
+    options = TrainOptions(network="faster_rcnn_mobilenetv2", dataset="voc", data_root=shapes192,
                            data_shape=128, batch_size=2, epochs=1, val_split="",
                            data_threads=1, output_dir=str(tmp_path), progress=False)
     trainer = make_trainer(options)

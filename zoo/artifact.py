@@ -30,6 +30,7 @@ import numpy as np
 from zoo import predictor as deploy
 from zoo.version import __version__
 from zoo.errors import ConfigError
+from zoo.config.loading import class_names
 from zoo.model import DetectionModel, build_model
 
 FORMAT_VERSION = 2
@@ -139,11 +140,6 @@ def _sha256(path):
         for chunk in iter(lambda: stream.read(_CHUNK), b""):
             digest.update(chunk)
     return digest.hexdigest()
-
-
-def class_names(config):
-    """The config's class names, else the class ids as strings ("0", "1", ...)."""
-    return list(config.get("class_names") or [str(i) for i in range(config["num_classes"])])
 
 
 def save(prefix, epoch, model, arg_params, aux_params, *, symbol=None, precision=None,

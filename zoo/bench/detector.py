@@ -15,6 +15,7 @@ from typing import Optional
 
 from zoo.data import embedded
 from zoo.inference.detector import Detector, load_detector
+from zoo.inference.runner import ImageList
 from zoo.errors import OptionsError
 from zoo.config.registry import list_models
 from zoo.model import get_model
@@ -74,8 +75,8 @@ def image_paths(options):
 
 def preprocessed_inputs(detector, paths, batch_size):
     """The graph's inputs for every batch of ``paths``, decoded and preprocessed ahead."""
-    return [detector.model.input_arrays(*arrays)
-            for arrays, _ in detector.prepared(paths, batch_size)]
+    return [detector.model.input_arrays(batch.data, batch.im_info)
+            for batch in detector.runner.batches(ImageList(paths), batch_size)]
 
 
 def seconds(function):

@@ -59,6 +59,11 @@ class ModelSpec(collections.abc.Mapping):
         return copy.deepcopy(self._fields)
 
 
+def class_names(config):
+    """The config's class names, else the class ids as strings ("0", "1", ...)."""
+    return list(config.get("class_names") or [str(i) for i in range(config["num_classes"])])
+
+
 def load_config(path):
     """Read a model config from a YAML file and validate it at every data shape it declares;
     its name defaults to the file's stem.

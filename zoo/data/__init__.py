@@ -17,7 +17,7 @@ from zoo.data.dataset import DetectionDataset
 from zoo.data.loader import Batch, DetectionLoader
 from zoo.data.records import Record
 from zoo.data.transforms import (MEAN_PIXELS, STD_PIXELS, ShortSideTrainTransform, ShortSideValTransform,
-                         TrainTransform, ValTransform, batch_inputs, inference_transform,
+                         TrainTransform, ValTransform, inference_transform,
                          train_transform)
 from zoo.data.voc import VOC_CLASSES, VOCDataset
 
@@ -26,7 +26,7 @@ RECORDIO = ("LstDataset", "RecordDataset", "write_record_files")
 __all__ = ["Batch", "COCODataset", "DetectionDataset", "DetectionLoader", "LstDataset",
            "MEAN_PIXELS", "Record", "RecordDataset", "STD_PIXELS", "ShortSideTrainTransform",
            "ShortSideValTransform", "TrainTransform", "VOCDataset", "VOC_CLASSES",
-           "ValTransform", "batch_inputs", "inference_transform", "train_transform",
+           "ValTransform", "inference_transform", "train_transform",
            "write_record_files"]
 
 

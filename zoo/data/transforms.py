@@ -10,7 +10,7 @@ give S x S; the short-side ones (Faster R-CNN's) keep the aspect ratio and also
 return the scale they applied, ``(data, label, scale)``: their ``size_divisor``
 tells :class:`zoo.data.DetectionLoader` to pad each batch onto one canvas
 (:func:`pad_batch`). :func:`inference_transform` builds the transform of a
-preprocessing dict, :func:`batch_inputs` the graph inputs of a list of images.
+preprocessing dict.
 The validation transforms resize by the dict's ``interpolation`` (a warp, or OpenCV's
 resize: :data:`zoo.schema.preprocessing.INTERPOLATIONS`); the training ones always warp.
 
@@ -197,15 +197,6 @@ def pad_batch(samples, size_divisor, batch_size=None):
         data[slot, :, :image.shape[1], :image.shape[2]] = image
         im_info[slot] = image.shape[1], image.shape[2], scale
     return data, im_info
-
-
-def batch_inputs(images, preprocessing):
-    """``(data, im_info)`` of a list of HxWx3 uint8 RGB images made as a model's or an
-    artifact's ``preprocessing`` dict says: short-side images padded onto one canvas with
-    their im_info (:func:`pad_batch`), stretched ones stacked with im_info None. Pass both
-    to :meth:`zoo.DetectionModel.input_arrays` for the graph's inputs."""
-    transform = inference_transform(preprocessing)
-    return pad_batch([transform(image, NO_LABEL) for image in images], transform.size_divisor)
 
 
 _scratch = threading.local()

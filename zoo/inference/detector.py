@@ -1,24 +1,40 @@
 """From images to labelled boxes on MXNet: the :class:`Detector` API.
 
 A :class:`Detector` runs one model's deployed graph (an int8 artifact's int8 graph) on
-images given as files or arrays, in batches (:class:`zoo.inference.runner.BatchDetector`: worker
-threads decode and preprocess the next batches while MXNet runs the current one, its
-forward pass releasing the GIL), and one executor per input shape is bound once, on the
-first batch of that shape, and reused by later calls (:class:`zoo.predictor.Predictor`).
+images given as files or arrays, in batches (the one batch runner,
+:class:`zoo.inference.runner.BatchRunner`: worker threads decode and preprocess the next
+batches while MXNet runs the current one, its forward pass releasing the GIL), on an
+:class:`MXNetEngine`: one executor per input shape is bound once, on the first batch of
+that shape, and reused by later calls (:class:`zoo.predictor.Predictor`).
 :class:`Detections` and the helpers below it are :mod:`zoo.inference.runner`'s, which loads no
 MXNet; they stay importable from here.
 """
 from zoo.artifact import load as load_artifact
+from zoo.config.loading import class_names as default_class_names
 from zoo.predictor import Predictor, fuse
-from zoo.inference.runner import BatchDetector, Detections, label_names, rgb_image, write_coco_results
+from zoo.inference.runner import (BatchDetector, Detections, label_names, rgb_image,
+                                  write_coco_results)
 
-__all__ = ["Detections", "Detector", "label_names", "load_detector", "rgb_image",
-           "write_coco_results"]
+__all__ = ["Detections", "Detector", "MXNetEngine", "label_names", "load_detector",
+           "rgb_image", "write_coco_results"]
 
 
-def fetched(output, sizes):
-    """``(rows, sizes)`` of a batch: its output as numpy, pads dropped, once computed."""
-    return output.asnumpy()[:len(sizes)], sizes
+class MXNetEngine:
+    """Runs a batch on MXNet for a :class:`~zoo.inference.runner.BatchRunner`: ``model``
+    makes the graph's inputs, ``predictor`` (a :class:`Predictor`) runs the graph."""
+
+    def __init__(self, model, predictor):
+        self.model = model
+        self.predictor = predictor
+
+    def launch(self, data, im_info):
+        """Start the pass; MXNet runs it asynchronously. The output is copied, so the next
+        pass does not overwrite it before :meth:`fetch`."""
+        return self.predictor(**self.model.input_arrays(data, im_info))[0].copy()
+
+    def fetch(self, handle):
+        """The batch's rows as numpy, once computed."""
+        return handle.asnumpy()
 
 
 def load_detector(prefix, epoch=None, ctx=None):
@@ -44,12 +60,10 @@ class Detector(BatchDetector):
         if len(symbol.list_outputs()) != 1:
             raise ValueError("a detection graph has one output (B, N, 6), this one has %s"
                              % ", ".join(symbol.list_outputs()))
-        config = model.config
-        super().__init__(class_names or config["class_names"]
-                         or [str(i) for i in range(config["num_classes"])],
-                         preprocessing or model.preprocessing())
         self.model = model
         self.predictor = Predictor(symbol, arg_params, aux_params, ctx)
+        super().__init__(class_names or default_class_names(model.config),
+                         preprocessing or model.preprocessing())
 
     @classmethod
     def from_model(cls, model, ctx=None):
@@ -65,17 +79,5 @@ class Detector(BatchDetector):
                    symbol=artifact.symbol, class_names=artifact.class_names, ctx=ctx,
                    preprocessing=artifact.preprocessing)
 
-    def run(self, images, batch_size):
-        """Yield ``(rows, sizes)`` per batch: the graph's rows of each image and its
-        ``(width, height)``, pads dropped."""
-        previous = None
-        for (data, im_info), sizes in self.prepared(images, batch_size):
-            # MXNet runs the pass asynchronously; copying its output before the next pass
-            # overwrites it lets the caller turn this batch into Detections meanwhile.
-            inputs = self.model.input_arrays(data, im_info)
-            current = self.predictor(**inputs)[0].copy(), sizes
-            if previous is not None:
-                yield fetched(*previous)
-            previous = current
-        if previous is not None:
-            yield fetched(*previous)
+    def engine(self):
+        return MXNetEngine(self.model, self.predictor)

@@ -8,15 +8,11 @@ convention, since the model learnt its boxes from that dataset's ground truth.
 """
 import numpy as np
 
-from zoo.data import DetectionLoader, inference_transform
 from zoo.data.conventions import pixel_offset
-from zoo.predictor import Predictor
+from zoo.inference.detector import MXNetEngine
+from zoo.inference.runner import BatchRunner, DatasetImages
+from zoo.predictor import Predictor, fuse
 from zoo.metrics import VOCMeanAP, coco_detections, coco_eval, coco_ground_truth
-
-
-def model_predictor(model, arg_params, aux_params, ctx=None, symbol=None):
-    """A :class:`Predictor` of ``symbol``, by default the model's inference graph."""
-    return Predictor(model.symbol() if symbol is None else symbol, arg_params, aux_params, ctx)
 
 
 def predict(model, arg_params, aux_params, dataset, batch_size=8, num_workers=None,
@@ -25,22 +21,17 @@ def predict(model, arg_params, aux_params, dataset, batch_size=8, num_workers=No
     rows ``[class, score, x1, y1, x2, y2]`` normalised to the image, padding rows removed.
 
     ``symbol`` is the graph to run (e.g. a checkpoint's quantized one); by default the
-    model's inference graph. ``preprocessing`` is how its inputs are made (an artifact's,
-    which may predate the model's own); by default the model's."""
-    transform = inference_transform(preprocessing or model.preprocessing())
-    loader = DetectionLoader(dataset, batch_size, transform, shuffle=False,
-                             num_workers=num_workers, last_batch="pad")
-    predictor = model_predictor(model, arg_params, aux_params, ctx, symbol)
-    batches = loader.epoch(0)
-    if progress:
-        from tqdm import tqdm
-        batches = tqdm(batches, total=len(loader), desc="evaluating", unit="batch")
-    results = []
-    for batch in batches:
-        detections = predictor(**model.input_arrays(batch.data, batch.im_info))[0].asnumpy()
-        keep = len(batch.indices) - batch.pad
-        results.extend(d[d[:, 0] >= 0] for d in detections[:keep])
-    return results
+    model's inference graph fused for deployment, the graph :class:`zoo.Detector` runs.
+    ``preprocessing`` is how its inputs are made (an artifact's, which may predate the
+    model's own); by default the model's. The images go through the one batch runner
+    (:class:`zoo.inference.runner.BatchRunner`), so the detections do not depend on
+    ``batch_size``."""
+    symbol = fuse(model.symbol()) if symbol is None else symbol
+    engine = MXNetEngine(model, Predictor(symbol, arg_params, aux_params, ctx))
+    runner = BatchRunner(preprocessing or model.preprocessing(), engine, num_workers)
+    outputs = runner.outputs(DatasetImages(dataset), batch_size,
+                             progress="evaluating" if progress else None)
+    return [rows[rows[:, 0] >= 0] for _, rows, _ in outputs]
 
 
 def in_pixels(detections, record):

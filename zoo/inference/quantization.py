@@ -12,7 +12,7 @@ import mxnet as mx
 import numpy as np
 from mxnet.contrib import quantization
 
-from zoo.data import DetectionLoader, inference_transform
+from zoo.inference.runner import BatchRunner, DatasetImages
 from zoo.predictor import MKLDNN, Predictor, mkldnn_available
 from zoo.errors import OptionsError
 
@@ -42,16 +42,15 @@ def calibration_iter(model, dataset, batch_size=8, num_batches=5, num_workers=No
                      preprocessing=None):
     """The first ``num_batches`` batches of ``dataset`` (in order, made into inputs as
     ``preprocessing`` says, by default the model's; pass an artifact's) as an
-    ``mx.io.DataIter`` of the inference graph's inputs. Batches padded onto canvases
-    (Faster R-CNN's short-side resize) keep each its own canvas shape and ``im_info``."""
+    ``mx.io.DataIter`` of the inference graph's inputs, prepared by the one batch runner
+    (:class:`zoo.inference.runner.BatchRunner`): images of one input shape (Faster R-CNN's
+    short-side resize) share a batch, each batch with its own shape and ``im_info``."""
     if len(dataset) < batch_size:
         raise ValueError("calibration needs at least one batch: %d images < batch size %d"
                          % (len(dataset), batch_size))
-    transform = inference_transform(preprocessing or model.preprocessing())
-    loader = DetectionLoader(dataset, batch_size, transform, shuffle=False,
-                             num_workers=num_workers)
+    runner = BatchRunner(preprocessing or model.preprocessing(), workers=num_workers)
     batches = []
-    for batch in loader.epoch(0):
+    for batch in runner.batches(DatasetImages(dataset), batch_size):
         batches.append(model.input_arrays(batch.data, batch.im_info))
         if len(batches) == num_batches:
             break

@@ -1,12 +1,22 @@
-"""From images to labelled boxes, whichever runtime runs the graph; loads no MXNet.
+"""The one batch runner: from images to a graph's detection rows, whichever runtime runs
+the graph; loads no MXNet.
 
-:class:`BatchDetector` is what every detector shares: images given as files or arrays
-are decoded and preprocessed by worker threads a few batches ahead of the running one,
-as a model's (or an artifact's) preprocessing dict says (:mod:`zoo.schema.preprocessing`: a
-Faster R-CNN's keep their aspect ratio and a batch shares one padded canvas), and a
-graph's output rows ``[class, score, x1, y1, x2, y2]`` (corners normalised to the
-image) become :class:`Detections` in the image's pixels. A subclass runs the graph:
-:class:`zoo.Detector` on MXNet, :class:`zoo.onnx.runtime.OnnxDetector` on ONNX Runtime.
+:class:`BatchRunner` serves every path that runs a detection graph over many images:
+:class:`zoo.Detector` and the ONNX detector (:class:`BatchDetector`), evaluation on a
+dataset split (:func:`zoo.inference.evaluation.predict`) and int8 calibration
+(:func:`zoo.inference.quantization.calibration_iter`). It decodes the images (an
+:class:`ImageList` of files or arrays, or a dataset's :class:`DatasetImages`) on worker
+threads a few batches ahead of the running one, resizes them as a model's (or an
+artifact's) preprocessing dict says (:mod:`zoo.schema.preprocessing`), batches images of
+one input shape together, runs the batches on an engine (MXNet's
+:class:`~zoo.inference.detector.MXNetEngine`, ONNX Runtime's) and gives each image's rows
+``[class, score, x1, y1, x2, y2]`` (corners normalised to the image) back in input order.
+
+A Faster R-CNN keeps each image's aspect ratio, and each image runs on the canvas of its
+own resized size (rounded up to ``size_divisor``) whatever the batch size: a batch holds
+only images of one canvas (as Detectron2's aspect-ratio grouping, but exact), so that
+detections do not depend on the batch size or on which images share a batch, and a mixed
+batch never pays for a canvas as large as its widest and tallest images together.
 """
 import abc
 import collections
@@ -20,6 +30,7 @@ import numpy as np
 
 from zoo.data.images import read_image
 from zoo.data.transforms import NO_LABEL, inference_transform, pad_batch
+from zoo.schema.preprocessing import canvas_size
 from zoo.errors import DataError
 from zoo.metrics.coco import corners_to_xywh, default_category_id
 
@@ -27,6 +38,9 @@ EXPECTED_IMAGE = ("a path or an RGB uint8 array of shape HxW (gray), HxWx3 or Hx
                   "(alpha dropped)")
 PREFETCH_BATCHES = 2
 """Batches prepared ahead of the one running: enough to hide a slow decode."""
+GROUP_WINDOW = 4
+"""Batches of images that may wait for others of their input shape before the oldest shape
+runs partly filled: enough to fill batches from a folder of mixed orientations."""
 
 
 @dataclass(frozen=True, eq=False)  # equality of arrays has no single truth value
@@ -114,80 +128,213 @@ def lower_priority():
             pass
 
 
-class BatchDetector(abc.ABC):
-    """Detects objects on images with a graph a subclass runs (:meth:`run`).
+class ImageList:
+    """Images given by a user: paths or RGB uint8 arrays (:func:`rgb_image`)."""
 
-    ``class_names`` name the labels; ``preprocessing`` (a dict of :mod:`zoo.schema.preprocessing`)
-    makes the graph's inputs. One call at a time: a subclass may share state between calls.
+    def __init__(self, images):
+        self.images = list(images)
+
+    def __len__(self):
+        return len(self.images)
+
+    def load(self, index):
+        """Image ``index`` as an HxWx3 uint8 RGB array."""
+        return rgb_image(self.images[index], index)
+
+
+class DatasetImages:
+    """The images of a :class:`zoo.data.DetectionDataset`, in its order (each checked
+    against its annotation's size as the dataset reads it)."""
+
+    def __init__(self, dataset):
+        self.dataset = dataset
+
+    def __len__(self):
+        return len(self.dataset)
+
+    def load(self, index):
+        """Item ``index``'s image as an HxWx3 uint8 RGB array."""
+        return self.dataset[index][0]
+
+
+@dataclass(frozen=True, eq=False)
+class InputBatch:
+    """A batch of one input shape: ``data`` (B, 3, H, W) float32 and ``im_info`` (B, 3)
+    rows ``[height, width, scale]`` (None for stretched images) of the images ``indices``
+    (positions in their source), whose ``(width, height)`` are ``sizes``."""
+    indices: tuple
+    data: np.ndarray
+    im_info: object
+    sizes: tuple
+
+
+class BatchRunner:
+    """Decodes, resizes, batches, prefetches and runs images; see the module docstring.
+
+    ``preprocessing``: the dict of :mod:`zoo.schema.preprocessing` (a model's or an
+    artifact's). ``engine``: what runs a batch, with ``launch(data, im_info)`` starting the
+    graph (it may return before the result is ready) and ``fetch(handle)`` giving its
+    (B, N, 6) rows as numpy; None for a runner that only prepares inputs (calibration).
+    ``workers``: decoding threads (default :func:`preparing_threads`).
+    """
+
+    def __init__(self, preprocessing, engine=None, workers=None):
+        self.transform = inference_transform(preprocessing)
+        self.engine = engine
+        self.workers = workers or preparing_threads()
+
+    def batches(self, source, batch_size):
+        """Yield :class:`InputBatch` es of at most ``batch_size`` images of ``source`` (an
+        :class:`ImageList` or :class:`DatasetImages`), each of one input shape. Images are
+        prepared in order, up to :data:`PREFETCH_BATCHES` batches ahead; a shape's batch
+        is run once full, or, partly filled, when its oldest image is the oldest waiting
+        and :data:`GROUP_WINDOW` batches of images wait."""
+        batch_size = max(1, min(batch_size, len(source)))
+        groups = collections.OrderedDict()  # input shape: [(index, sample, size)], oldest first
+        waiting = 0
+        for index, (sample, size) in self._prepared(source, batch_size):
+            key = self._shape(sample)
+            groups.setdefault(key, []).append((index, sample, size))
+            waiting += 1
+            if len(groups[key]) == batch_size:
+                waiting -= batch_size
+                yield self._batch(groups.pop(key))
+            elif waiting > GROUP_WINDOW * batch_size:
+                oldest = min(groups, key=lambda shape: groups[shape][0][0])
+                waiting -= len(groups[oldest])
+                yield self._batch(groups.pop(oldest))
+        for key in sorted(groups, key=lambda shape: groups[shape][0][0]):
+            yield self._batch(groups[key], batch_size)
+
+    def outputs(self, source, batch_size, progress=None):
+        """Yield ``(index, rows, (width, height))`` for every image of ``source``, in
+        order: the graph's output rows of the image, a numpy (N, 6) array. ``progress``: a
+        description for a progress bar on stderr (None: no bar)."""
+        done, next_index = {}, 0
+        bar = _progress_bar(progress, len(source))
+        for batch, rows in self._run(self.batches(source, batch_size)):
+            done.update((index, (found, size))
+                        for index, found, size in zip(batch.indices, rows, batch.sizes))
+            bar.update(len(batch.indices))
+            while next_index in done:
+                yield (next_index,) + done.pop(next_index)
+                next_index += 1
+        bar.close()
+
+    def _run(self, batches):
+        """``(batch, rows)`` per batch; the next batch is launched before this one's rows
+        are fetched, so an asynchronous engine runs while the caller uses them."""
+        previous = None
+        for batch in batches:
+            current = batch, self.engine.launch(batch.data, batch.im_info)
+            if previous is not None:
+                yield previous[0], self.engine.fetch(previous[1])
+            previous = current
+        if previous is not None:
+            yield previous[0], self.engine.fetch(previous[1])
+
+    def _shape(self, sample):
+        """The input shape an image runs at: its own canvas (short-side images), else the
+        one shape every stretched image has."""
+        if self.transform.size_divisor is None:
+            return None
+        return canvas_size([sample[0].shape[1:]], self.transform.size_divisor)
+
+    def _batch(self, items, slots=None):
+        """The batch of ``items``. Stretched images, all of one shape, fill ``slots`` (the
+        last batch padded reuses the executor of the others); a canvas group runs at its
+        own size, since padding it would cost as much as filling it."""
+        indices, samples, sizes = zip(*items)
+        slots = slots if self.transform.size_divisor is None else None
+        data, im_info = pad_batch(samples, self.transform.size_divisor, slots)
+        return InputBatch(indices, data, im_info, sizes)
+
+    def _prepared(self, source, batch_size):
+        """``(index, ((transform output), (width, height)))`` for every image, in order,
+        decoded and preprocessed by worker threads up to :data:`PREFETCH_BATCHES` batches
+        ahead."""
+        with ThreadPoolExecutor(self.workers, initializer=lower_priority) as pool:
+            starts = collections.deque(range(0, len(source), batch_size))
+            pending = collections.deque()
+            try:
+                while starts or pending:
+                    while starts and len(pending) <= PREFETCH_BATCHES:
+                        pending.append(self._submit(pool, source, starts.popleft(), batch_size))
+                    yield from self._finished(pending.popleft(), source)
+            finally:
+                for jobs in pending:  # an error or an abandoned generator
+                    for _, future in jobs:
+                        future.cancel()
+
+    def _submit(self, pool, source, start, batch_size):
+        """Start preparing the ``batch_size`` images from ``start``: ``(index, future)``
+        each."""
+        return [(index, pool.submit(self.prepare, source, index))
+                for index in range(start, min(start + batch_size, len(source)))]
+
+    def _finished(self, jobs, source):
+        """``(index, result)`` of the jobs, in order. Those no worker has started yet are run
+        here: the low-priority workers may be starved by other processes."""
+        done_here = {index: self.prepare(source, index)
+                     for index, future in jobs if future.cancel()}
+        return [(index, done_here[index] if index in done_here else future.result())
+                for index, future in jobs]
+
+    def prepare(self, source, index):
+        """Decode and preprocess one image: ``(transform output, (width, height))``."""
+        image = source.load(index)
+        return self.transform(image, NO_LABEL), (image.shape[1], image.shape[0])
+
+
+class _NoBar:
+    def update(self, count):
+        pass
+
+    def close(self):
+        pass
+
+
+def _progress_bar(description, total):
+    if description is None:
+        return _NoBar()
+    from tqdm import tqdm
+    return tqdm(total=total, desc=description, unit="image")
+
+
+class BatchDetector(abc.ABC):
+    """Detects objects on images, as :class:`zoo.Detector` and the ONNX detector do: a
+    :class:`BatchRunner` on the engine a subclass gives (:meth:`engine`).
+
+    ``class_names`` name the labels; ``preprocessing`` (a dict of
+    :mod:`zoo.schema.preprocessing`) makes the graph's inputs. One call at a time: an engine
+    may share state between calls.
     """
 
     def __init__(self, class_names, preprocessing):
         self.class_names = list(class_names)
-        self.transform = inference_transform(preprocessing)
-        self.workers = preparing_threads()
+        self.runner = BatchRunner(preprocessing, self.engine())
+        self.transform = self.runner.transform
+
+    @abc.abstractmethod
+    def engine(self):
+        """What runs the graph: an object with ``launch(data, im_info)`` and
+        ``fetch(handle)`` (see :class:`BatchRunner`)."""
 
     def __call__(self, images, score_threshold=0.3, max_detections=100, batch_size=8):
         """:class:`Detections` of one image, or a list of them for a list (or tuple) of
         images. An image is a path or an RGB uint8 array HxW, HxWx3 or HxWx4.
 
         Keeps the ``max_detections`` best-scoring boxes scoring at least ``score_threshold``.
-        Images run ``batch_size`` at a time (fewer if fewer are given; the last batch is
-        padded)."""
+        Images run up to ``batch_size`` at a time; the detections of an image do not depend
+        on the batch size."""
         if batch_size < 1 or max_detections < 0:
             raise ValueError("need batch_size >= 1 and max_detections >= 0, got %r and %r"
                              % (batch_size, max_detections))
         single = not isinstance(images, (list, tuple))
-        images = [images] if single else list(images)
-        results = []
-        for rows, sizes in self.run(images, max(1, min(batch_size, len(images)))):
-            results.extend(self.detections(found, size, score_threshold, max_detections)
-                           for found, size in zip(rows, sizes))
+        source = ImageList([images] if single else images)
+        results = [self.detections(rows, size, score_threshold, max_detections)
+                   for _, rows, size in self.runner.outputs(source, batch_size)]
         return results[0] if single else results
-
-    @abc.abstractmethod
-    def run(self, images, batch_size):
-        """Yield ``(rows, sizes)`` per batch: the graph's output rows of each image, a numpy
-        ``(n, N, 6)`` array without the pads, and the images' ``(width, height)``; batches
-        come from :meth:`prepared`."""
-
-    def prepared(self, images, batch_size):
-        """Yield ``((data, im_info), sizes)`` per batch of ``batch_size`` slots (the last
-        padded, see :func:`zoo.data.transforms.pad_batch`) and its images' ``(width,
-        height)``, decoded and preprocessed by worker threads up to
-        :data:`PREFETCH_BATCHES` batches ahead."""
-        with ThreadPoolExecutor(self.workers, initializer=lower_priority) as pool:
-            starts = collections.deque(range(0, len(images), batch_size))
-            pending = collections.deque()
-            try:
-                while starts or pending:
-                    while starts and len(pending) <= PREFETCH_BATCHES:
-                        pending.append(self.submit(pool, images, starts.popleft(), batch_size))
-                    samples, sizes = zip(*self.finished(pending.popleft()))
-                    yield pad_batch(samples, self.transform.size_divisor, batch_size), sizes
-            finally:
-                for jobs in pending:  # an error or an abandoned generator
-                    for future, _ in jobs:
-                        future.cancel()
-
-    def submit(self, pool, images, start, batch_size):
-        """Start preparing the batch of ``images`` from ``start``: a job ``(future,
-        arguments)`` per image, the future giving what :meth:`prepare` returns."""
-        arguments = [(images[index], index)
-                     for index in range(start, min(start + batch_size, len(images)))]
-        return [(pool.submit(self.prepare, *args), args) for args in arguments]
-
-    def finished(self, jobs):
-        """The jobs' results, in order. Those no worker has started yet are run here: the
-        low-priority workers may be starved by other processes."""
-        done_here = {index: self.prepare(*arguments)
-                     for index, (future, arguments) in enumerate(jobs) if future.cancel()}
-        return [done_here[index] if index in done_here else future.result()
-                for index, (future, _) in enumerate(jobs)]
-
-    def prepare(self, image, index):
-        """Decode and preprocess one image: ``(transform output, (width, height))``."""
-        image = rgb_image(image, index)
-        return self.transform(image, NO_LABEL), (image.shape[1], image.shape[0])
 
     def detections(self, rows, size, score_threshold, max_detections):
         """:class:`Detections` from one image's output rows ``[class, score, x1, y1, x2, y2]``

@@ -4,7 +4,7 @@ An export is one file ``PREFIX.onnx`` that describes itself in its ``metadata_pr
 
 - ``zoo.format``: ``"1"`` (:data:`zoo.onnx.FORMAT`); ``zoo.network``: the config's name;
 - ``zoo.class_names``: a JSON list of the class names;
-- ``zoo.schema.preprocessing``: a JSON dict of :mod:`zoo.schema.preprocessing`, how an image is resized;
+- ``zoo.preprocessing``: a JSON dict of :mod:`zoo.schema.preprocessing`, how an image is resized;
 - ``zoo.graph_preprocessing``: ``"none"``, the graph takes ``data`` (B, 3, H, W) normalised
   as the MXNet graph's input is, or ``"normalize"``, the graph takes ``image`` (B, H, W, 3),
   RGB 0..255 resized and padded with the mean pixel, and normalises it itself.
@@ -32,7 +32,7 @@ JSON_METADATA = {
     "zoo.class_names": (lambda value: isinstance(value, list) and len(value) > 0
                         and all(isinstance(name, str) for name in value),
                         "a JSON list of class names"),
-    "zoo.schema.preprocessing": (lambda value: isinstance(value, dict)
+    "zoo.preprocessing": (lambda value: isinstance(value, dict)
                           and {"mean", "std", "data_shape"} <= set(value),
                           "a JSON object with mean, std and data_shape"),
 }
@@ -66,19 +66,23 @@ class OnnxDetector(BatchDetector):
         self.network = metadata.get("zoo.network", "")
         self.graph_preprocessing = metadata_value(self.path, metadata, "zoo.graph_preprocessing",
                                                   GRAPH_PREPROCESSING)
-        self.preprocessing = metadata_json(self.path, metadata, "zoo.schema.preprocessing")
+        self.preprocessing = metadata_json(self.path, metadata, "zoo.preprocessing")
         super().__init__(metadata_json(self.path, metadata, "zoo.class_names"),
                          self.preprocessing)
         self.image_input = IMAGE_INPUTS[self.graph_preprocessing]
         self.input_names = check_graph(self.path, self.session, self.image_input,
                                        self.preprocessing)
 
-    def run(self, images, batch_size):
-        """Yield ``(rows, sizes)`` per batch: the graph's rows of each image and its
-        ``(width, height)``, pads dropped."""
-        for (data, im_info), sizes in self.prepared(images, batch_size):
-            rows, = self.session.run([OUTPUT], self.inputs(data, im_info))
-            yield rows[:len(sizes)], sizes
+    def engine(self):
+        return self
+
+    def launch(self, data, im_info):
+        """Run a batch (ONNX Runtime's pass is synchronous): its rows."""
+        rows, = self.session.run([OUTPUT], self.inputs(data, im_info))
+        return rows
+
+    def fetch(self, rows):
+        return rows
 
     def inputs(self, data, im_info):
         """The graph's inputs by name for a prepared batch: ``data`` normalised (B, 3, H, W)
@@ -179,5 +183,5 @@ def check_image_size(path, name, shape, preprocessing):
     if any(isinstance(side, int) and side != expected
            for side, expected in zip(sides, preprocessing["data_shape"])):
         raise OnnxModelError("%s: input %s of shape %s: expected height and width %s, "
-                             "zoo.schema.preprocessing's data_shape" % (path, name, shape,
+                             "zoo.preprocessing's data_shape" % (path, name, shape,
                                                                  preprocessing["data_shape"]))
