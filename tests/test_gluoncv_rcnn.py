@@ -24,7 +24,7 @@ from conftest import forward
 from zoo import artifact
 from zoo.architectures import faster_rcnn as c4
 from zoo.gluoncv import common, import_gluoncv, rcnn
-from zoo.jobs.train import load_network_config
+from zoo.config.registry import network_config
 from zoo.model import build_model
 from symbols.rpn import gluoncv_base_anchors
 
@@ -149,7 +149,7 @@ def test_anchors_are_gluoncvs(stride, sizes):
 
 
 def test_anchors_that_differ_fail_the_import():
-    model = build_model(load_network_config("faster_rcnn_resnet50_gluoncv_voc"), num_classes=20)
+    model = build_model(network_config("faster_rcnn_resnet50_gluoncv_voc"), num_classes=20)
     anchors = gluoncv_base_anchors(16, (4, 8, 16, 32, 64), (0.5, 1, 2)).reshape(1, 1, 1, 1, -1)
     gluon = common.GluonArrays({"rpn.anchor_generator.anchors": anchors})
     with pytest.raises(ValueError, match="rpn.anchor_generator.anchors are not the anchors"):

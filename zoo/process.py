@@ -3,6 +3,7 @@
 import importlib.abc
 import importlib.util
 import os
+import re
 import sys
 import tempfile
 
@@ -91,3 +92,15 @@ def start_engine_quietly(mxnet):
             for line in captured.read().decode(errors="replace").splitlines(True):
                 if ENGINE_NOTICE not in line:
                     sys.stderr.write(line)
+
+
+DEVICES = re.compile(r"cpu|gpu(\d+(?:,\d+)*)")
+
+
+def gpu_ids(devices):
+    """The GPUs a device string names: ``[]`` for ``"cpu"``, ``[0, 1]`` for ``"gpu0,1"``;
+    ValueError for anything else (the one parser of ``--ctx`` and ``TrainerOptions.ctx``)."""
+    match = DEVICES.fullmatch(devices) if isinstance(devices, str) else None
+    if not match:
+        raise ValueError("must be 'cpu' or 'gpuN[,M...]', got %r" % (devices,))
+    return [int(i) for i in match.group(1).split(",")] if match.group(1) else []

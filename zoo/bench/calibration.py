@@ -21,7 +21,7 @@ from zoo.errors import OptionsError
 from zoo.predictor import Predictor
 from zoo.inference.quantization import (CALIB_MODES, COLLECTORS, MKLDNN_QUANTIZE, calibration_thresholds,
                             quantize)
-from zoo.config.registry import list_models
+from zoo.config.registry import unknown_network
 from zoo.model import get_model
 from zoo.bench.inference import print_line
 
@@ -37,9 +37,8 @@ class CalibrationBenchmarkOptions:
     collectors: Tuple[str, ...] = ("outputs", "monitor")
 
     def __post_init__(self):
-        if self.network not in list_models():
-            raise OptionsError("unknown network %r; known: %s"
-                               % (self.network, ", ".join(list_models())))
+        if unknown_network(self.network):
+            raise OptionsError(unknown_network(self.network))
         if self.calib_mode not in CALIB_MODES or not set(self.collectors) <= set(COLLECTORS):
             raise OptionsError("calibration mode must be one of %s and collectors of %s, got "
                                "%r and %s" % (", ".join(CALIB_MODES), ", ".join(COLLECTORS),

@@ -17,7 +17,7 @@ from zoo.data import embedded
 from zoo.inference.detector import Detector, load_detector
 from zoo.inference.runner import ImageList
 from zoo.errors import OptionsError
-from zoo.config.registry import list_models
+from zoo.config.registry import unknown_network
 from zoo.model import get_model
 
 JPEG_PATTERNS = ("*.jpg", "*.jpeg", "*.JPG", "*.JPEG")
@@ -41,9 +41,8 @@ class DetectorBenchmarkOptions:
     score_threshold: float = 0.3
 
     def __post_init__(self):
-        if self.checkpoint is None and self.network not in list_models():
-            raise OptionsError("unknown network %r; known: %s"
-                             % (self.network, ", ".join(list_models())))
+        if self.checkpoint is None and unknown_network(self.network):
+            raise OptionsError(unknown_network(self.network))
         if min(self.batch_size, self.runs, self.num_images, self.image_size) < 1:
             raise OptionsError("batch_size, runs, num_images and image_size must be at least 1")
 

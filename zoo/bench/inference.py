@@ -27,7 +27,7 @@ from zoo.predictor import Predictor
 from zoo.errors import OptionsError
 from zoo.bench.flops import count_flops
 from zoo.inference.quantization import quantize
-from zoo.config.registry import list_models
+from zoo.config.registry import unknown_network
 from zoo.model import get_model
 from zoo.bench.profile import PartProfile, format_profile, part_gflops, profile_graph
 
@@ -74,9 +74,8 @@ class BenchmarkOptions:
         if (self.network is None) == (self.checkpoint is None):
             raise OptionsError("give either a network or a checkpoint, not %s"
                              % ("both" if self.network else "neither"))
-        if self.network is not None and self.network not in list_models():
-            raise OptionsError("unknown network %r; known: %s"
-                             % (self.network, ", ".join(list_models())))
+        if self.network is not None and unknown_network(self.network):
+            raise OptionsError(unknown_network(self.network))
         if not self.dtypes or set(self.dtypes) - set(DTYPES):
             raise OptionsError("dtypes must be a non-empty subset of %s, got %s"
                              % (", ".join(DTYPES), ",".join(self.dtypes)))

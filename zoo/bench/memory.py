@@ -28,7 +28,7 @@ import numpy as np
 
 from zoo.errors import OptionsError
 from zoo.engine.memory import MemoryPlanner, memory_saving_symbol
-from zoo.config.registry import get_config, list_models
+from zoo.config.registry import get_config, unknown_network
 from zoo.model import get_model
 from zoo.bench.inference import print_line
 
@@ -51,9 +51,8 @@ class MemoryBenchmarkOptions:
     configurations: Tuple[str, ...] = tuple(CONFIGURATIONS)
 
     def __post_init__(self):
-        if self.network not in list_models():
-            raise OptionsError("unknown network %r; known: %s"
-                             % (self.network, ", ".join(list_models())))
+        if unknown_network(self.network):
+            raise OptionsError(unknown_network(self.network))
         unknown = set(self.configurations) - set(CONFIGURATIONS)
         if unknown or "plain" not in self.configurations:
             raise OptionsError("configurations must include plain and name only %s, got %s"

@@ -8,8 +8,8 @@ import os
 import re
 
 from zoo.data.factory import KINDS
+from zoo.process import gpu_ids
 
-CTX_PATTERN = re.compile(r"cpu|gpu\d+(,\d+)*")
 
 
 class Parser(argparse.ArgumentParser):
@@ -98,13 +98,15 @@ def regex(value):
 
 def ctx(value):
     """``cpu`` or ``gpuN[,M...]`` naming GPUs this MXNet sees."""
-    if not CTX_PATTERN.fullmatch(value):
-        raise argparse.ArgumentTypeError("must be 'cpu' or 'gpuN[,M...]', got %r" % value)
-    if value == "cpu":
+    try:
+        ids = gpu_ids(value)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+    if not ids:
         return value
     import mxnet as mx
     available = mx.context.num_gpus()
-    missing = [i for i in map(int, value[3:].split(",")) if i >= available]
+    missing = [i for i in ids if i >= available]
     if missing:
         seen = ("sees no GPU (a CPU-only build, or no driver)" if not available else
                 "sees %d GPU%s (gpu0 to gpu%d)" % (available, "s" if available > 1 else "",
@@ -116,8 +118,8 @@ def ctx(value):
 
 def network(value):
     """A registered model name or the path of a YAML config."""
-    from zoo.config.registry import list_models
-    if value in list_models() or os.path.isfile(value):
+    from zoo.config.registry import is_network, list_models
+    if is_network(value):
         return value
     raise argparse.ArgumentTypeError("must be a registered model (%s) or a YAML file, got %r"
                                      % (", ".join(list_models()), value))

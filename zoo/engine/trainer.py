@@ -27,6 +27,7 @@ from zoo import artifact
 from zoo.distributed.cluster import ClusterError, is_distributed, is_synchronous
 from zoo.engine.memory import memory_saving_symbol
 from zoo.engine import module_adapter
+from zoo.process import gpu_ids
 
 LOG = logging.getLogger("zoo.train")
 OPTIMIZERS = ("sgd", "nag", "adam", "rmsprop")
@@ -78,12 +79,11 @@ def stop_signals(handler):
 
 def contexts(spec):
     """``"cpu"`` or ``"gpu0,1"`` to a list of MXNet contexts."""
-    if spec == "cpu":
-        return [mx.cpu()]
-    match = re.fullmatch(r"gpu([\d,]+)", spec)
-    if not match or not any(match.group(1).split(",")):
-        raise ValueError("ctx must be 'cpu' or 'gpuN[,M...]', got %r" % spec)
-    return [mx.gpu(int(i)) for i in match.group(1).split(",") if i]
+    try:
+        ids = gpu_ids(spec)
+    except ValueError as err:
+        raise ValueError("ctx %s" % err) from None
+    return [mx.gpu(i) for i in ids] or [mx.cpu()]
 
 
 def frozen_params(arg_names, pattern):

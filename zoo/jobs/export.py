@@ -8,7 +8,7 @@ from typing import Optional
 from zoo import artifact
 from zoo.errors import OptionsError
 from zoo.model import build_model
-from zoo.jobs.train import load_network_config
+from zoo.config.registry import network_config
 
 FORMATS = ("mxnet", "onnx")
 
@@ -70,7 +70,7 @@ def _source(options):
     if options.checkpoint is not None:
         return artifact.load(options.checkpoint, options.epoch)
     overrides = {"data_shape": options.data_shape} if options.data_shape else {}
-    return _Fresh(build_model(load_network_config(options.network), **overrides))
+    return _Fresh(build_model(network_config(options.network), **overrides))
 
 
 @dataclass(frozen=True)

@@ -8,15 +8,14 @@ from dataclasses import asdict, dataclass
 from typing import Optional, Tuple
 
 from zoo import artifact
-from zoo.config.loading import load_config
 from zoo.data import DetectionLoader, train_transform
 from zoo.data.factory import open_dataset
 from zoo.distributed.cluster import create_dist_kvstore, is_distributed
 from zoo.engine.hooks import default_hooks, last_checkpoint_note
 from zoo.engine.trainer import OptimizerOptions, Trainer, TrainerOptions, TrainingInterrupted
-from zoo.errors import ConfigError, OptionsError
+from zoo.errors import OptionsError
 from zoo.model import build_model
-from zoo.config.registry import get_config, list_models
+from zoo.config.registry import network_config
 from zoo.jobs import LOG_FORMAT
 
 LOG = logging.getLogger("zoo.train")
@@ -69,19 +68,9 @@ class TrainResult:
     worker_log: Optional[str] = None     # a dist worker of rank > 0 logs to this file
 
 
-def load_network_config(network):
-    """The raw config of a YAML file or a registered model."""
-    if os.path.isfile(network):
-        return load_config(network)
-    if network not in list_models():
-        raise ConfigError(network, "network", network, "a registered model (%s) or a YAML "
-                          "file" % ", ".join(list_models()))
-    return get_config(network)
-
-
 def build_train_model(options, class_names):
     """The model for the dataset's classes at the options' data shape."""
-    config = load_network_config(options.network)
+    config = network_config(options.network)
     overrides = {"num_classes": len(class_names), "class_names": list(class_names)}
     if options.data_shape:
         overrides["data_shape"] = options.data_shape

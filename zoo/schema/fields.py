@@ -20,6 +20,7 @@ import types
 import typing
 
 from zoo.errors import ConfigError
+from symbols import FACTORIES
 from symbols.backbones import BACKBONES
 from zoo.schema.preprocessing import INTERPOLATIONS, MEAN_PIXELS, STD_PIXELS, WARP
 from zoo.schema.checks import is_int, is_number
@@ -227,8 +228,8 @@ FRACTION = Number(0, 1, low_open=True)
 COMMON = types.MappingProxyType({field.name: field for field in (
     Field("name", Str(nonempty=True), "<unnamed>",
           "the model's name (a YAML file's stem by default)"),
-    Field("arch", Str(choices=("faster_rcnn", "faster_rcnn_fpn", "ssd")), REQUIRED,
-          "the detector family"),
+    Field("arch", Str(choices=lambda: sorted(FACTORIES)), REQUIRED,
+          "the detector family (a symbol factory of symbols.FACTORIES)"),
     Field("backbone", Str(choices=lambda: sorted(BACKBONES)), REQUIRED,
           "a registered backbone"),
     Field("num_classes", Int(1), 20, "number of foreground classes"),
