@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import mxnet as mx
 
-from symbols.layers import StrictNameManager, dense, pool, smooth_l1_loss
+from symbols.layers import StrictNameManager, dense, nms, pool, smooth_l1_loss
 from symbols.rpn import RPNHead, proposals, rpn_losses, without_gradient
 
 TRAINING_OUTPUTS = ("rpn_cls_loss", "rpn_bbox_loss", "rcnn_cls_loss", "rcnn_bbox_loss",
@@ -116,10 +116,8 @@ def decode_detections(rois, scores, deltas, im_info, head, rois_per_image, decod
                          normalised, dim=2, name="rcnn_rows")
     rows = mx.sym.Reshape(rows, shape=(-1, rois_per_image * classes, 6),
                           name="rcnn_rows_by_image")
-    kept = mx.sym.contrib.box_nms(rows, name="rcnn_nms", overlap_thresh=decoding.nms_threshold,
-                                  valid_thresh=decoding.score_threshold,
-                                  topk=decoding.nms_topk, coord_start=2, score_index=1,
-                                  id_index=0, force_suppress=False)
+    kept = nms(rows, "rcnn_nms", decoding.nms_threshold, decoding.score_threshold,
+               decoding.nms_topk)
     # Fewer candidate rows than max_detections (few ROIs, few classes) caps the output.
     candidates = rois_per_image * classes
     return mx.sym.slice_axis(kept, axis=1, begin=0,

@@ -128,3 +128,16 @@ def smooth_l1_loss(pred, target, weight, name, sigma, grad_scale):
     diff = mx.sym.elemwise_mul(diff, weight, name=name + "_diff_weighted")
     return mx.sym.MakeLoss(mx.sym.smooth_l1(diff, scalar=sigma, name=name + "_smooth_l1"),
                            name=name + "_loss", grad_scale=grad_scale)
+
+
+def nms(rows, name, overlap, valid, topk=-1, with_class=True, force_suppress=False):
+    """MXNet's ``box_nms`` on corner boxes, the one NMS of every graph: sorted by score, rows
+    scoring below ``valid`` dropped, the ``topk`` best (-1: all) suppressed at IoU >
+    ``overlap``; kept rows first, empty ones -1. ``with_class``: rows ``[class, score, x1, y1,
+    x2, y2]``, a box suppressing only its own class unless ``force_suppress``; else
+    class-agnostic rows ``[score, x1, y1, x2, y2]`` (proposals)."""
+    layout = (dict(coord_start=2, score_index=1, id_index=0) if with_class
+              else dict(coord_start=1, score_index=0, id_index=-1))
+    return mx.sym.contrib.box_nms(rows, name=name, overlap_thresh=overlap, valid_thresh=valid,
+                                  topk=topk, force_suppress=force_suppress or not with_class,
+                                  in_format="corner", out_format="corner", **layout)

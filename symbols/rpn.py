@@ -22,7 +22,7 @@ import numpy as np
 
 from symbols import box_coder
 from symbols import rcnn_targets  # noqa: F401  (registers the custom target operators)
-from symbols.layers import concat, constant, gather_rows, relu, scalar, smooth_l1_loss
+from symbols.layers import concat, constant, gather_rows, nms, relu, scalar, smooth_l1_loss
 
 RPN_CHANNELS = 512
 
@@ -275,10 +275,7 @@ def level_candidates(level, im_info, settings):
     top_scores = mx.sym.Reshape(top_scores, shape=(0, 0, 1), name="rpn_top_scores_" + tag)
     rows = mx.sym.concat(_drop_small(top_scores, boxes, im_info, settings.min_size, tag),
                          boxes, dim=2, name="rpn_candidates_" + tag)
-    return mx.sym.contrib.box_nms(rows, name="rpn_nms_" + tag,
-                                  overlap_thresh=settings.nms_threshold, valid_thresh=-0.5,
-                                  topk=-1, coord_start=1, score_index=0, id_index=-1,
-                                  force_suppress=True, in_format="corner", out_format="corner")
+    return nms(rows, "rpn_nms_" + tag, settings.nms_threshold, -0.5, with_class=False)
 
 
 def proposals(levels, im_info, settings):
@@ -373,10 +370,8 @@ def gluoncv_proposals(levels, im_info, settings):
     pad = mx.sym.broadcast_like(mx.sym.full(shape=(1, post, 5), val=-1.0, name="rpn_pad_rows"),
                                 rows, lhs_axes=(0,), rhs_axes=(0,), name="rpn_pad_rows_batch")
     rows = mx.sym.concat(rows, pad, dim=1, name="rpn_rows_padded")
-    kept = mx.sym.contrib.box_nms(rows, name="rpn_nms", overlap_thresh=settings.nms_threshold,
-                                  valid_thresh=0.0, topk=settings.pre_nms_top_n, coord_start=1,
-                                  score_index=0, id_index=-1, force_suppress=True,
-                                  in_format="corner", out_format="corner")
+    kept = nms(rows, "rpn_nms", settings.nms_threshold, 0.0, settings.pre_nms_top_n,
+               with_class=False)
     kept = mx.sym.slice_axis(kept, axis=1, begin=0, end=post, name="rpn_kept")
     boxes = mx.sym.slice_axis(kept, axis=2, begin=1, end=5, name="rpn_kept_boxes")
     index = mx.sym.broadcast_like(mx.sym.Reshape(

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import mxnet as mx
 
-from symbols.layers import BN_MOMENTUM, StrictNameManager, conv, conv_bn, relu
+from symbols.layers import BN_MOMENTUM, StrictNameManager, conv, conv_bn, nms, relu
 
 TRAINING_OUTPUTS = ("cls_prob", "loc_loss", "cls_label", "det_out")
 """The training graph's outputs by operator name: class probabilities (their gradient is
@@ -215,10 +215,8 @@ def _per_class_detections(cls_prob, loc_preds, prior, decoding, name):
         mx.sym.Reshape(scores, shape=(0, -1, 1), name=name + "_score_rows"),
         mx.sym.Reshape(boxes, shape=(0, -1, 4), name=name + "_box_rows"),
         dim=2, name=name + "_candidates")
-    kept = mx.sym.contrib.box_nms(
-        rows, overlap_thresh=decoding.nms_threshold, valid_thresh=DETECTION_THRESHOLD,
-        topk=decoding.nms_topk, coord_start=2, score_index=1, id_index=0,
-        force_suppress=decoding.force_suppress, name=name + "_nms")
+    kept = nms(rows, name + "_nms", decoding.nms_threshold, DETECTION_THRESHOLD,
+               decoding.nms_topk, force_suppress=decoding.force_suppress)
     return mx.sym.slice_axis(kept, axis=1, begin=0,
                              end=None if decoding.nms_topk < 0 else decoding.nms_topk, name=name)
 

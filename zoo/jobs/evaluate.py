@@ -7,7 +7,7 @@ from typing import Optional, Tuple
 
 from zoo import artifact
 from zoo.inference.evaluation import coco_scores, predict, voc_scores
-from zoo.jobs.datasets import data_name, open_for_artifact, relabel
+from zoo.jobs.datasets import DataSplit, open_for_artifact, relabel
 
 
 @dataclass(frozen=True)
@@ -42,7 +42,9 @@ def evaluate(options):
     """Predict on every image of the split, score, and write the results JSON (and the COCO
     detections beside it)."""
     loaded = artifact.load(options.checkpoint, options.epoch)
-    dataset, lookup = open_for_artifact(options, loaded)
+    split = DataSplit(options.dataset, options.data_root, options.split, options.skip_bad,
+                      options.data_threads)
+    dataset, lookup = open_for_artifact(split, loaded, options.class_map)
     output = options.output or "%s-eval-%s.json" % (options.checkpoint, options.split)
     # Before the predictions: a folder that cannot be made fails now, not after them.
     os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
@@ -60,7 +62,7 @@ def evaluate(options):
     with open(output, "w") as stream:
         json.dump({"checkpoint": options.checkpoint, "epoch": result.epoch,
                    "images": result.images, "precision": result.precision,
-                   "data": data_name(options),
+                   "data": str(split),
                    "class_map": None if options.class_map is None else dict(options.class_map),
                    "voc": result.voc, "coco": result.coco}, stream, indent=1)
     return result

@@ -8,7 +8,7 @@ from typing import Optional, Tuple
 from zoo import artifact
 from zoo.errors import DataError
 from zoo.inference.quantization import calibration_iter, int8_layers, quantize as quantize_graph
-from zoo.jobs.datasets import data_name, open_for_artifact
+from zoo.jobs.datasets import DataSplit, open_for_artifact
 
 
 @dataclass(frozen=True)
@@ -43,10 +43,12 @@ def quantize(options):
     if source.is_int8:
         raise artifact.ArtifactError("%s-%04d: already int8; quantize an fp32 artifact"
                                      % (options.checkpoint, source.epoch))
-    dataset, _ = open_for_artifact(options, source)
+    split = DataSplit(options.dataset, options.data_root, options.split, options.skip_bad,
+                      options.data_threads)
+    dataset, _ = open_for_artifact(split, source, options.class_map)
     if len(dataset) < options.batch_size:
         raise DataError("%s: %d images, fewer than one calibration batch of %d"
-                        % (data_name(options), len(dataset), options.batch_size))
+                        % (split, len(dataset), options.batch_size))
     calib_data = calibration_iter(source.model, dataset, options.batch_size,
                                   options.calib_batches, options.data_threads,
                                   preprocessing=source.preprocessing)
@@ -59,7 +61,7 @@ def quantize(options):
         "mode": options.calib_mode,
         "images": min(len(dataset) // options.batch_size, options.calib_batches)
         * options.batch_size,
-        "data": data_name(options), "excluded": list(options.exclude),
+        "data": str(split), "excluded": list(options.exclude),
         "int8_layers": len(int8_layers(symbol)),
         "source": "%s-%04d" % (options.checkpoint, source.epoch),
         "seconds": round(time.time() - start, 1)}}
