@@ -10,7 +10,6 @@ creates MKL-DNN's kernels, which whichever collector ran first would otherwise p
 alone, and its second run is the inference time to compare with.
 """
 import os
-import time
 from dataclasses import dataclass
 from typing import Optional, Tuple
 
@@ -23,7 +22,7 @@ from zoo.inference.quantization import (CALIB_MODES, COLLECTORS, MKLDNN_QUANTIZE
                             quantize)
 from zoo.config.registry import unknown_network
 from zoo.model import get_model
-from zoo.bench.inference import print_line
+from zoo.bench.timing import Stopwatch, print_line, seconds
 
 
 @dataclass(frozen=True)
@@ -71,11 +70,11 @@ def inference_seconds(model, arg_params, aux_params, calib_data):
     inputs = {desc.name: array for desc, array in zip(calib_data.provide_data,
                                                        next(iter(calib_data)).data)}
     mx.nd.waitall()
-    for _ in range(2):
-        start = time.perf_counter()
+    def run():
         for output in predictor(**inputs):
             output.wait_to_read()
-    return time.perf_counter() - start
+    run()
+    return seconds(run)
 
 
 def benchmark_calibration(options, log=print_line):
@@ -107,10 +106,10 @@ def benchmark_calibration(options, log=print_line):
 def timed_calibration(model, arg_params, aux_params, calib_data, calib_mode, collector):
     """``(seconds, thresholds)`` of quantizing ``model`` on all of ``calib_data``."""
     calib_data.reset()
-    start = time.perf_counter()
+    watch = Stopwatch()
     symbol = quantize(model.symbol(), arg_params, aux_params, calib_data, calib_mode,
                       collector=collector)[0]
-    return time.perf_counter() - start, calibration_thresholds(symbol)
+    return watch(), calibration_thresholds(symbol)
 
 
 def comparison_lines(seconds, thresholds):

@@ -17,7 +17,6 @@ work.
 import os
 import platform
 import statistics
-import time
 from dataclasses import dataclass
 from typing import Optional
 
@@ -27,7 +26,7 @@ import mxnet as mx
 from zoo.data import DetectionLoader, TrainTransform, embedded
 from zoo.data.factory import KINDS, open_dataset
 from zoo.errors import OptionsError
-from zoo.bench.inference import print_line
+from zoo.bench.timing import Stopwatch, print_line
 
 COMPARISONS = ("gluoncv",)
 
@@ -167,9 +166,9 @@ def time_batches(batches, warmup, count, materialise, pids):
     its size."""
     for _ in range(warmup):
         materialise(next(batches))
-    start, start_cpu = time.perf_counter(), cpu_seconds(pids)
+    watch, start_cpu = Stopwatch(), cpu_seconds(pids)
     images = sum(materialise(next(batches)) for _ in range(count))
-    return Timing(images, time.perf_counter() - start, cpu_seconds(pids) - start_cpu)
+    return Timing(images, watch(), cpu_seconds(pids) - start_cpu)
 
 
 def time_ours(dataset, options, length):

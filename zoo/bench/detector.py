@@ -9,13 +9,13 @@ neither more than the other.
 """
 import glob
 import os
-import time
 from dataclasses import dataclass
 from typing import Optional
 
 from zoo.data import embedded
 from zoo.inference.detector import Detector, load_detector
 from zoo.inference.runner import ImageList
+from zoo.bench.timing import seconds
 from zoo.errors import OptionsError
 from zoo.config.registry import unknown_network
 from zoo.model import get_model
@@ -76,13 +76,6 @@ def preprocessed_inputs(detector, paths, batch_size):
     """The graph's inputs for every batch of ``paths``, decoded and preprocessed ahead."""
     return [detector.model.input_arrays(batch.data, batch.im_info)
             for batch in detector.runner.batches(ImageList(paths), batch_size)]
-
-
-def seconds(function):
-    """Wall-clock seconds one call of ``function`` takes."""
-    start = time.perf_counter()
-    function()
-    return time.perf_counter() - start
 
 
 def benchmark_detector(options):

@@ -13,9 +13,7 @@ input: the speed of int8, not its accuracy (``zoo quantize`` calibrates on real 
 ``profile`` adds where the time of each of our graphs goes (:mod:`zoo.bench.profile`).
 """
 import os
-import statistics
 import tempfile
-import time
 from dataclasses import dataclass
 from typing import Callable, Optional, Tuple
 
@@ -26,6 +24,7 @@ from zoo import artifact
 from zoo.predictor import Predictor
 from zoo.errors import OptionsError
 from zoo.bench.flops import count_flops
+from zoo.bench.timing import Stopwatch, median_seconds, print_line
 from zoo.inference.quantization import quantize
 from zoo.config.registry import unknown_network
 from zoo.model import get_model
@@ -143,19 +142,14 @@ class BenchmarkResult:
     plot: Optional[str]
 
 
-def print_line(line):
-    """The jobs' default report: each line on stdout as soon as it is measured."""
-    print(line, flush=True)
-
-
 def _giga_ops_per_s(multiply, size, seconds):
     """Rate of ``multiply()``, a ``size``-square matrix product, run for ``seconds``."""
     multiply()
-    runs, start = 0, time.time()
-    while time.time() - start < seconds:
+    runs, watch = 0, Stopwatch()
+    while watch() < seconds:
         multiply()
         runs += 1
-    return 2 * size ** 3 * runs / (time.time() - start) / 1e9
+    return 2 * size ** 3 * runs / watch() / 1e9
 
 
 def matmul_peak_gflops(size=2048, seconds=2.0):
@@ -179,17 +173,6 @@ def int8_matmul_peak_gops(size=2048, seconds=2.0):
         mx.nd.contrib.quantized_fully_connected(
             data, weight, low, high, low, high, num_hidden=size, no_bias=True)[0].wait_to_read()
     return _giga_ops_per_s(multiply, size, seconds)
-
-
-def median_latency(run, runs, warmup):
-    for _ in range(warmup):
-        run()
-    times = []
-    for _ in range(runs):
-        start = time.time()
-        run()
-        times.append(time.time() - start)
-    return statistics.median(times)
 
 
 def random_images(shape, seed=0):
@@ -342,7 +325,7 @@ def reference_subjects(options, model, ours, scratch):
 def measure(subject, batch_size, runs, warmup, peaks):
     """The :class:`Measurement` of ``subject`` at ``batch_size``; ``peaks`` are the
     machine's GFLOP/s by precision."""
-    latency = median_latency(subject.run(batch_size), runs, warmup)
+    latency = median_seconds(subject.run(batch_size), runs, warmup)
     rate = batch_size / latency
     return Measurement(subject.label, batch_size, latency, rate, subject.gflops,
                        subject.precision, subject.gflops * rate / peaks[subject.precision],

@@ -19,7 +19,6 @@ import resource
 import statistics
 import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from typing import Optional, Tuple
 
@@ -28,9 +27,10 @@ import numpy as np
 
 from zoo.errors import OptionsError
 from zoo.engine.memory import MemoryPlanner, memory_saving_symbol
+from zoo.engine.trainer import bind_training_module
 from zoo.config.registry import get_config, unknown_network
 from zoo.model import get_model
-from zoo.bench.inference import print_line
+from zoo.bench.timing import Stopwatch, print_line
 
 CONFIGURATIONS = {
     "plain": {},
@@ -111,11 +111,7 @@ def measure(options, configuration):
     if configuration == "memory-saving":
         symbol = memory_saving_symbol(symbol, shapes)
     planned_mb = MemoryPlanner(symbol, shapes).planned_mb(symbol)
-    input_names = list(model.input_shapes())
-    module = mx.mod.Module(symbol, data_names=input_names, label_names=["label"],
-                           context=mx.cpu())
-    module.bind(data_shapes=[(n, shapes[n]) for n in input_names],
-                label_shapes=[("label", shapes["label"])], for_training=True)
+    module = bind_training_module(symbol, list(model.input_shapes()), shapes)
     arg_params, aux_params = model.init_params(seed=0)
     module.init_params(arg_params=arg_params, aux_params=aux_params)
     module.init_optimizer(optimizer="sgd",
@@ -123,12 +119,12 @@ def measure(options, configuration):
     batch = random_batch(model, shapes)
     wall, cpu, first_loss = [], [], None
     for step in range(options.warmup + options.steps):
-        start_wall, start_cpu = time.perf_counter(), process_cpu_seconds()
+        watch, start_cpu = Stopwatch(), process_cpu_seconds()
         module.forward_backward(batch)
         module.update()
         mx.nd.waitall()
         if step >= options.warmup:
-            wall.append(time.perf_counter() - start_wall)
+            wall.append(watch())
             cpu.append(process_cpu_seconds() - start_cpu)
         if first_loss is None:
             first_loss = float(sum(model.training_losses(module.get_outputs()).values()))

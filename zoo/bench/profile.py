@@ -15,7 +15,6 @@ operators are timed through the executor's monitor callback instead, which names
 node as it finishes: each waits for its output, so the parts add up to about the latency.
 """
 import json
-import time
 from dataclasses import dataclass
 from typing import Dict, Tuple
 
@@ -23,6 +22,7 @@ import mxnet as mx
 
 from zoo.predictor import Predictor, fuse
 from zoo.bench.flops import flops_by_layer
+from zoo.bench.timing import Stopwatch, mean_seconds
 
 PARTS = ("backbone", "fpn", "rpn head", "proposals", "roi align", "box head", "nms+decode")
 # (name prefix, part), the first match wins: specific prefixes before general ones
@@ -119,17 +119,15 @@ def node_of(output_name, node_names):
 def operator_seconds(executor, run, node_names):
     """``{node name: seconds}`` of one ``run()`` of ``executor``, each operator waited for
     as the monitor callback reports its output."""
-    seconds, last = {}, time.perf_counter()
+    seconds, watch = {}, Stopwatch()
 
     def finished(output_name, handle):
-        nonlocal last
         mx.nd.NDArray(mx.base.NDArrayHandle(handle), writable=False).wait_to_read()
-        now = time.perf_counter()
         name = node_of(output_name.decode(), node_names)
-        seconds[name] = seconds.get(name, 0.0) + now - last
-        last = now
+        seconds[name] = seconds.get(name, 0.0) + watch()
+        watch.restart()
     executor.set_monitor_callback(finished)
-    last = time.perf_counter()
+    watch.restart()
     run()
     return seconds
 
@@ -145,13 +143,6 @@ def part_seconds(parts, seconds):
     return totals
 
 
-def _mean_latency(run, runs):
-    start = time.perf_counter()
-    for _ in range(runs):
-        run()
-    return (time.perf_counter() - start) / runs
-
-
 def profile_graph(subject, symbol, arg_params, aux_params, inputs, gflops, runs=2):
     """The :class:`PartProfile` of ``symbol`` deployed (MKL-DNN fused) on ``inputs`` (numpy
     arrays by name), the mean of ``runs`` after one untimed run; ``gflops`` is
@@ -163,7 +154,7 @@ def profile_graph(subject, symbol, arg_params, aux_params, inputs, gflops, runs=
     def run():
         return [output.wait_to_read() for output in predictor(**inputs)]
     run()
-    latency = _mean_latency(run, runs)
+    latency = mean_seconds(run, runs)
     # a separate executor object would plan its own memory: time the one just measured
     executor = predictor.executor({name: value.shape for name, value in inputs.items()})
     totals = dict.fromkeys(PARTS, 0.0)

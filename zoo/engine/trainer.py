@@ -86,6 +86,17 @@ def contexts(spec):
     return [mx.gpu(i) for i in ids] or [mx.cpu()]
 
 
+def bind_training_module(symbol, input_names, shapes, ctx="cpu", fixed=()):
+    """A training graph ``symbol`` bound for training on the devices ``ctx`` (a device
+    string): inputs ``input_names`` and ``label`` of ``shapes``, parameters ``fixed`` frozen.
+    The Trainer's binding, and the memory benchmark's."""
+    module = mx.mod.Module(symbol, data_names=list(input_names), label_names=["label"],
+                           context=contexts(ctx), fixed_param_names=list(fixed))
+    module.bind(data_shapes=[(n, shapes[n]) for n in input_names],
+                label_shapes=[("label", shapes["label"])], for_training=True)
+    return module
+
+
 def frozen_params(arg_names, pattern):
     """Parameters whose name matches the regular expression ``pattern`` (None: none)."""
     if not pattern:
@@ -328,12 +339,7 @@ class Trainer:
         fixed = frozen_params(symbol.list_arguments(), self.options.freeze)
         if self.options.memory_saving:
             symbol = memory_saving_symbol(symbol, shapes, fixed)
-        module = mx.mod.Module(
-            symbol, data_names=self.input_names, label_names=["label"],
-            context=contexts(self.options.ctx), fixed_param_names=fixed)
-        module.bind(data_shapes=[(n, shapes[n]) for n in self.input_names],
-                    label_shapes=[("label", shapes["label"])], for_training=True)
-        return module
+        return bind_training_module(symbol, self.input_names, shapes, self.options.ctx, fixed)
 
     def gradient_scale(self):
         """``rescale_grad``: one over the number of gradients summed into an update.
