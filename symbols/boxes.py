@@ -1,6 +1,8 @@
 """Box geometry shared by data augmentation, training targets and evaluation."""
 import numpy as np
 
+__all__ = ["iou"]
+
 
 def iou(boxes_a, boxes_b, offset=0.0):
     """IoU of every corner box ``[x1, y1, x2, y2, ...]`` in ``boxes_a`` (N, 4+) with every one

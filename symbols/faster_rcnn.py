@@ -18,6 +18,9 @@ import mxnet as mx
 from symbols.layers import StrictNameManager, dense, nms, pool, smooth_l1_loss
 from symbols.rpn import RPNHead, proposals, rpn_losses, without_gradient
 
+__all__ = ["BoxHead", "Decoding", "Sampling", "TRAINING_OUTPUTS", "box_head", "box_predictor",
+           "detection_graph", "inference_symbol", "training_graph", "training_symbol"]
+
 TRAINING_OUTPUTS = ("rpn_cls_loss", "rpn_bbox_loss", "rcnn_cls_loss", "rcnn_bbox_loss",
                     "rpn_label_out", "rcnn_label_out")
 """The training graph's outputs by operator name: RPN class probabilities (loss), RPN box

@@ -35,6 +35,10 @@ from symbols.layers import scalar
 from symbols.rpn import AnchorLevel, RPNHead
 from symbols.layers import StrictNameManager, add, conv, conv_bn, dense, pool, relu
 
+__all__ = ["EXTRA_LEVELS", "Pyramid", "PyramidBoxHead", "anchor_levels", "box_features",
+           "inference_symbol", "level_tag", "pooled_rois", "pyramid_features", "roi_levels",
+           "training_symbol"]
+
 EXTRA_LEVELS = ("max_pool", "lateral_conv")
 """How the RPN-only levels are made (:class:`Pyramid`)."""
 UPSAMPLE_SLACK = 2

@@ -7,6 +7,10 @@ earlier in the same process.
 """
 import mxnet as mx
 
+__all__ = ["BN_EPS", "BN_MOMENTUM", "StrictNameManager", "add", "batchnorm", "classifier_head",
+           "concat", "constant", "conv", "conv_bn", "dense", "gather_rows", "nms", "pool", "relu",
+           "relu6", "scalar", "smooth_l1_loss"]
+
 BN_EPS = 1e-5
 BN_MOMENTUM = 0.9
 

@@ -24,6 +24,9 @@ from symbols import box_coder
 from symbols import rcnn_targets  # noqa: F401  (registers the custom target operators)
 from symbols.layers import concat, constant, gather_rows, nms, relu, scalar, smooth_l1_loss
 
+__all__ = ["AnchorLevel", "CONVENTIONS", "LevelOutput", "ProposalSettings", "RPN", "RPNHead",
+           "RPN_CHANNELS", "gluoncv_base_anchors", "proposals", "rpn_losses", "without_gradient"]
+
 RPN_CHANNELS = 512
 
 

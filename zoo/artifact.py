@@ -33,6 +33,11 @@ from zoo.errors import ConfigError
 from zoo.config.loading import class_names
 from zoo.model import DetectionModel, build_model
 
+__all__ = ["Artifact", "ArtifactError", "FORMAT_VERSION", "OptimizerState", "atomic_write",
+           "best_epoch", "clean_temporary_files", "epoch_files", "epochs", "export",
+           "latest_epoch", "load", "load_optimizer_state", "prune", "read_json", "read_meta",
+           "read_params", "read_symbol", "save"]
+
 FORMAT_VERSION = 2
 _CHUNK = 1 << 20
 

@@ -1,5 +1,7 @@
 """Exceptions raised by the zoo."""
 
+__all__ = ["ConfigError", "DataError", "OptionsError", "PretrainedNotFound"]
+
 
 class ConfigError(ValueError):
     """A model configuration is invalid; the message is one line naming model, field and value."""

@@ -14,6 +14,8 @@ from zoo.schema.graph import BackboneGraph
 from zoo.schema.preprocessing import canvas_im_info
 from zoo.schema.checks import Checker
 
+__all__ = ["DetectionModel", "build_model", "get_model"]
+
 
 def build_model(config, pretrained_backbone=False, **overrides):
     """Validate ``config`` with ``overrides`` and build the model; ``config`` is a dict from

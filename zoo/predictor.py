@@ -10,6 +10,8 @@ import collections
 
 import mxnet as mx
 
+__all__ = ["MKLDNN", "Predictor", "fuse", "mkldnn_available"]
+
 MKLDNN = "MKLDNN"
 MAX_EXECUTORS = 4
 """Executors a :class:`Predictor` keeps bound, the most recently used: each holds its own

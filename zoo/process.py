@@ -7,6 +7,8 @@ import re
 import sys
 import tempfile
 
+__all__ = ["ENGINE_NOTICE", "SYNCHRONOUS_ENGINE", "configure", "gpu_ids", "start_engine_on_import"]
+
 SYNCHRONOUS_ENGINE = "NaiveEngine"
 ENGINE_NOTICE = "MXNet start using engine: "
 """What MXNet logs on stderr when it starts an engine chosen by the environment."""

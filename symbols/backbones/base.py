@@ -12,6 +12,8 @@ import mxnet as mx
 
 from symbols.layers import StrictNameManager, classifier_head
 
+__all__ = ["Backbone", "StageSpec"]
+
 
 @dataclass(frozen=True)
 class StageSpec:

@@ -18,6 +18,8 @@ import mxnet as mx
 from symbols.backbones.base import Backbone, StageSpec
 from symbols.layers import conv_bn, pool
 
+__all__ = ["BN_EPS", "Block", "Conv", "InceptionV3", "STAGES", "Stage"]
+
 # GluonCV's Inception batch norms use epsilon 0.001, not layers.BN_EPS.
 BN_EPS = 1e-3
 

@@ -18,6 +18,8 @@ import mxnet as mx
 from symbols.backbones.base import Backbone, StageSpec
 from symbols.layers import StrictNameManager, add, conv, conv_bn, pool
 
+__all__ = ["BLOCKS", "MobileNetV2", "SETTINGS", "STAGES"]
+
 # (expansion t, output channels, repeats n, stride of the first repeat), from the paper.
 SETTINGS = ((1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2),
             (6, 96, 3, 1), (6, 160, 3, 2), (6, 320, 1, 1))

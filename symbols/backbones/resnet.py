@@ -11,6 +11,8 @@ and its output ``stage{s}_unit{u}_relu``. Stages are numbered 1-4 as
 from symbols.backbones.base import Backbone, StageSpec
 from symbols.layers import add, batchnorm, conv, conv_bn, pool, relu
 
+__all__ = ["BLOCKS", "ResNetV1", "ResNetV1b"]
+
 BLOCKS = {50: (3, 4, 6, 3), 101: (3, 4, 23, 3)}
 WIDTHS = (64, 128, 256, 512)
 EXPANSION = 4

@@ -12,6 +12,8 @@ import abc
 
 from zoo.schema import preprocessing as image_preprocessing
 
+__all__ = ["Architecture", "output_name", "outputs_by_name"]
+
 OUTPUT_SUFFIX = "_output"
 
 

@@ -17,6 +17,9 @@ from zoo.schema.fields import (DERIVED, FRACTION, REQUIRED, Bool, Field, Int, Li
 from zoo.schema.checks import Checker, check_backbone_layer
 from zoo.architectures.base import Architecture
 
+__all__ = ["FasterRCNN", "LOSS_NAMES", "SCHEMA", "box_head", "check_fields", "decoding",
+           "proposal_settings", "rpn", "sampling"]
+
 SCHEMA = Schema("faster_rcnn", [
     Field("rpn_feature", Str(nonempty=True), REQUIRED,
           "the RPN's layer: a stage name or an internal layer (checked: deepest at its "

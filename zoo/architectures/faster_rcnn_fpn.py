@@ -14,6 +14,8 @@ from zoo.schema.checks import Checker, check_backbone_layer
 from zoo.architectures import faster_rcnn as c4
 from zoo.architectures.faster_rcnn import FasterRCNN
 
+__all__ = ["FasterRCNNFPN", "SCHEMA", "anchors", "box_head", "check_fields", "pyramid"]
+
 PER_TAP = "fpn_features"
 """Length rule of the per-level lists: one entry per tapped backbone layer."""
 

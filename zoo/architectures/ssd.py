@@ -11,6 +11,9 @@ from zoo.schema.fields import DERIVED, FRACTION, REQUIRED, Bool, Field, Int, Lis
 from zoo.schema.checks import Checker, check_backbone_layer
 from zoo.architectures.base import Architecture
 
+__all__ = ["LOSS_NAMES", "SCHEMA", "SSD", "anchor_boxes", "check_fields", "decoding",
+           "feature_shapes", "matching"]
+
 MAX_ANCHOR_SIZE = 1.2
 PER_MAP = "from_layers"
 """Length rule of the per-feature-map lists: one entry per ``from_layers`` entry."""

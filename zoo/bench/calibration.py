@@ -24,6 +24,8 @@ from zoo.config.registry import unknown_network
 from zoo.model import get_model
 from zoo.bench.timing import Stopwatch, print_line, seconds
 
+__all__ = ["CalibrationBenchmarkOptions", "benchmark_calibration"]
+
 
 @dataclass(frozen=True)
 class CalibrationBenchmarkOptions:

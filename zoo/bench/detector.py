@@ -20,6 +20,8 @@ from zoo.errors import OptionsError
 from zoo.config.registry import unknown_network
 from zoo.model import get_model
 
+__all__ = ["DetectorBenchmarkOptions", "benchmark_detector", "report"]
+
 JPEG_PATTERNS = ("*.jpg", "*.jpeg", "*.JPG", "*.JPEG")
 
 

@@ -5,6 +5,8 @@ import json
 
 import numpy as np
 
+__all__ = ["count_flops", "flops_by_layer"]
+
 
 def flops_by_layer(symbol, **input_shapes):
     """``{layer name: FLOPs}`` (2 per multiply-add) of each Convolution and FullyConnected

@@ -30,6 +30,11 @@ from zoo.config.registry import unknown_network
 from zoo.model import get_model
 from zoo.bench.profile import PartProfile, format_profile, part_gflops, profile_graph
 
+__all__ = ["BenchmarkOptions", "COMPARISONS", "DTYPES", "GLUONCV_MODELS", "Measurement",
+           "SpeedRatio", "Subject", "benchmark", "checkpoint_subject", "int8_matmul_peak_gops",
+           "measure", "naive_int8", "network_subjects", "openvino_session", "plot",
+           "random_images", "ratio_table", "speed_ratios"]
+
 # GluonCV's closest models to each of ours, every one timed by --compare gluoncv
 GLUONCV_MODELS = {
     "ssd_resnet50": ("ssd_512_resnet50_v1_voc",),

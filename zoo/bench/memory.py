@@ -32,6 +32,8 @@ from zoo.config.registry import get_config, unknown_network
 from zoo.model import get_model
 from zoo.bench.timing import Stopwatch, print_line
 
+__all__ = ["CONFIGURATIONS", "MemoryBenchmarkOptions", "benchmark_memory", "measure"]
+
 CONFIGURATIONS = {
     "plain": {},
     "mxnet-mirror": {"MXNET_BACKWARD_DO_MIRROR": "1"},

@@ -24,6 +24,9 @@ from zoo.predictor import Predictor, fuse
 from zoo.bench.flops import flops_by_layer
 from zoo.bench.timing import Stopwatch, mean_seconds
 
+__all__ = ["Node", "PARTS", "PartProfile", "format_profile", "graph_nodes", "node_parts",
+           "part_gflops", "profile_graph"]
+
 PARTS = ("backbone", "fpn", "rpn head", "proposals", "roi align", "box head", "nms+decode")
 # (name prefix, part), the first match wins: specific prefixes before general ones
 NAME_RULES = (

@@ -20,6 +20,8 @@ import sys
 from zoo.jobs import LOG_FORMAT
 from zoo.cli.common import HelpFormatter, Parser
 
+__all__ = ["COMMANDS", "HelpFormatter", "LOG_FORMAT", "Parser", "build_parser", "main", "report"]
+
 COMMANDS = {
     # name: (module of this package, one-line summary)
     "train": ("train", "train a detector on a dataset"),

@@ -17,6 +17,8 @@ from zoo.bench.inference import COMPARISONS, DTYPES, BenchmarkOptions, benchmark
 from zoo.config.registry import list_models
 from zoo.cli.common import comma_list, nonnegative_int, options_from, positive_int
 
+__all__ = ["add_arguments", "dtype", "run"]
+
 
 def dtype(value):
     if value not in DTYPES:

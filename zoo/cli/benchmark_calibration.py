@@ -11,6 +11,8 @@ from zoo.inference.quantization import CALIB_MODES, COLLECTORS
 from zoo.config.registry import list_models
 from zoo.cli.common import add_batch_flag, comma_list, options_from, positive_int
 
+__all__ = ["add_arguments", "run"]
+
 
 def add_arguments(p):
     p.add_argument("--network", default="faster_rcnn_resnet50", choices=list_models(),

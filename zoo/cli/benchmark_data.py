@@ -9,6 +9,8 @@ from zoo.bench.data import COMPARISONS, DataBenchmarkOptions, benchmark_data
 from zoo.cli.common import (add_batch_flag, add_dataset_flags, add_hidden_alias, nonnegative_int,
                      options_from, positive_int)
 
+__all__ = ["add_arguments", "run"]
+
 
 def add_arguments(p):
     add_dataset_flags(p, {"--split": ("train", "split to read")})

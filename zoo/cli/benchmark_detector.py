@@ -11,6 +11,8 @@ from zoo.bench.detector import DetectorBenchmarkOptions, benchmark_detector, rep
 from zoo.config.registry import list_models
 from zoo.cli.common import fraction, options_from, positive_int
 
+__all__ = ["add_arguments", "run"]
+
 DEFAULTS = DetectorBenchmarkOptions()
 
 

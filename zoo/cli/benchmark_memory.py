@@ -8,6 +8,8 @@ from zoo.bench.memory import CONFIGURATIONS, MemoryBenchmarkOptions, benchmark_m
 from zoo.config.registry import list_models
 from zoo.cli.common import add_batch_flag, comma_list, nonnegative_int, options_from, positive_int
 
+__all__ = ["add_arguments", "run"]
+
 
 def add_arguments(p):
     p.add_argument("--network", default="ssd_resnet101", choices=list_models(),

@@ -3,6 +3,8 @@ import sys
 
 from zoo.jobs.check import check_files, format_table, registered_config_files
 
+__all__ = ["add_arguments", "run"]
+
 
 def add_arguments(p):
     p.add_argument("configs", nargs="*", metavar="CONFIG.yaml",

@@ -10,6 +10,12 @@ import re
 from zoo.data.factory import KINDS
 from zoo.process import gpu_ids
 
+__all__ = ["HelpFormatter", "Parser", "add_batch_flag", "add_checkpoint_flags",
+           "add_class_map_flag", "add_ctx_flag", "add_dataset_flags", "add_hidden_alias",
+           "add_progress_flag", "comma_list", "ctx", "float_in", "fraction", "network",
+           "nonnegative_float", "nonnegative_int", "options_from", "positive_float",
+           "positive_int", "regex"]
+
 
 
 class Parser(argparse.ArgumentParser):

@@ -8,6 +8,8 @@ Example:
 from zoo.jobs.convert import convert_v1
 from zoo.cli.common import add_checkpoint_flags
 
+__all__ = ["add_arguments", "run"]
+
 
 def add_arguments(p):
     add_checkpoint_flags(p, "format-1 checkpoint prefix", "every format-1 epoch")

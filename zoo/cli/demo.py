@@ -7,6 +7,8 @@ Example:
 from zoo.jobs.demo import DemoOptions, demo
 from zoo.cli.common import add_checkpoint_flags, fraction, options_from
 
+__all__ = ["add_arguments", "run"]
+
 
 def add_arguments(p):
     add_checkpoint_flags(p, "artifact prefix (fp32, or int8 from `zoo quantize`)")

@@ -8,6 +8,8 @@ from zoo.jobs.evaluate import EvalOptions, evaluate, format_table
 from zoo.cli.common import (add_batch_flag, add_checkpoint_flags, add_class_map_flag,
                      add_dataset_flags, add_progress_flag, options_from)
 
+__all__ = ["add_arguments", "run"]
+
 
 def add_arguments(p):
     add_checkpoint_flags(p, "artifact prefix (fp32, or int8 from `zoo quantize`)")

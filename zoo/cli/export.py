@@ -12,6 +12,8 @@ from zoo.jobs.export import FORMATS, ExportOptions, export
 from zoo.onnx import GRAPH_PREPROCESSING
 from zoo.cli.common import network, nonnegative_int, options_from, positive_int
 
+__all__ = ["add_arguments", "run"]
+
 
 def add_arguments(p):
     source = p.add_mutually_exclusive_group(required=True)

@@ -11,6 +11,8 @@ from zoo.gluoncv import IMPORTERS
 from zoo.jobs.import_gluoncv import ImportOptions, import_detector
 from zoo.cli.common import options_from
 
+__all__ = ["add_arguments", "run"]
+
 
 def add_arguments(p):
     p.add_argument("name", choices=sorted(IMPORTERS), metavar="NAME",

@@ -15,6 +15,8 @@ from zoo.distributed.cluster import CONNECT_TIMEOUT_VARIABLE, DEFAULT_CONNECT_TI
 from zoo.distributed.launcher import LaunchOptions, launch
 from zoo.cli.common import nonnegative_float, nonnegative_int, options_from, positive_float, positive_int
 
+__all__ = ["add_arguments", "run"]
+
 
 def add_arguments(p):
     p.add_argument("-n", "--num-workers", type=positive_int, default=1, help="worker processes")

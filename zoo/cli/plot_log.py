@@ -8,6 +8,8 @@ import os
 
 from zoo.inference.visualize import plot_training_log
 
+__all__ = ["add_arguments", "run"]
+
 
 def add_arguments(p):
     p.add_argument("csv", help="per-epoch training log (columns epoch, *_loss, val_map, ...)")

@@ -7,6 +7,8 @@ Example:
 from zoo.jobs.prepare_data import FORMATS, PrepareOptions, prepare_data
 from zoo.cli.common import add_hidden_alias, options_from
 
+__all__ = ["add_arguments", "run"]
+
 PROGRESS_EVERY = 500
 
 

@@ -11,6 +11,8 @@ from zoo.inference.quantization import CALIB_MODES
 from zoo.cli.common import (add_batch_flag, add_checkpoint_flags, add_class_map_flag,
                      add_dataset_flags, comma_list, options_from, positive_int)
 
+__all__ = ["add_arguments", "run"]
+
 
 def add_arguments(p):
     add_checkpoint_flags(p, "fp32 artifact prefix")

@@ -8,6 +8,8 @@ import time
 from zoo.jobs.quickstart import EPOCHS, TARGET_MAP, QuickstartOptions, quickstart
 from zoo.cli.common import add_progress_flag, options_from, positive_int
 
+__all__ = ["add_arguments", "run"]
+
 
 def add_arguments(p):
     p.add_argument("--output-dir", default="output", help="folder of everything written")

@@ -14,6 +14,8 @@ from zoo.cli.common import (add_batch_flag, add_ctx_flag, add_dataset_flags, add
                      add_progress_flag, comma_list, float_in, network, nonnegative_float,
                      nonnegative_int, options_from, positive_float, positive_int, regex)
 
+__all__ = ["add_arguments", "run"]
+
 
 def add_arguments(p):
     p.add_argument("--network", required=True, type=network,

@@ -16,6 +16,8 @@ from zoo.architectures import ARCHITECTURES
 from zoo.errors import ConfigError
 from zoo.schema.fields import COMMON
 
+__all__ = ["ModelSpec", "class_names", "configs_dir", "load_config", "resolve", "validate"]
+
 
 class ModelSpec(collections.abc.Mapping):
     """A resolved model config, read-only: no item or attribute can be set, and reading a

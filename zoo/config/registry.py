@@ -4,6 +4,8 @@ import os
 from zoo.config.loading import configs_dir, load_config
 from zoo.errors import ConfigError
 
+__all__ = ["get_config", "is_network", "list_models", "network_config", "unknown_network"]
+
 
 def list_models():
     """Names of the registered models, sorted."""

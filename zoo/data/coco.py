@@ -17,6 +17,8 @@ from zoo.data.dataset import DetectionDataset, check_image_size, contained_path
 from zoo.data.images import check_image_file
 from zoo.data.records import SkipPolicy, data_error, make_record
 
+__all__ = ["COCODataset", "load_json"]
+
 
 class COCODataset(DetectionDataset):
     """A COCO annotation file and its image folder.

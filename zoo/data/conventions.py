@@ -21,6 +21,8 @@ import os
 
 from zoo.data.records import data_error
 
+__all__ = ["check_box_convention", "pixel_offset", "read_box_convention", "write_box_convention"]
+
 INCLUSIVE, CONTINUOUS = "inclusive", "continuous"
 PIXEL_OFFSETS = {INCLUSIVE: 1, CONTINUOUS: 0}
 """What a convention adds to ``x2 - x1`` (and ``y2 - y1``) to get a box's size in pixels."""

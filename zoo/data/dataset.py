@@ -6,6 +6,9 @@ from zoo.data.conventions import CONTINUOUS, check_box_convention
 from zoo.data.images import read_image
 from zoo.data.records import SkipPolicy, data_error
 
+__all__ = ["DetectionDataset", "check_image_size", "contained_path", "read_class_names",
+           "write_class_names"]
+
 
 class DetectionDataset:
     """Images on disk with their ground truth.

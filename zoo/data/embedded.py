@@ -26,6 +26,10 @@ from zoo.data.dataset import write_class_names
 from zoo.data.records import data_error
 from zoo.data.voc import CLASS_FILE, annotation_xml
 
+__all__ = ["CLASSES", "MAX_COVERED", "MAX_OBJECTS", "background", "covered_fraction",
+           "default_root", "draw_image", "draw_shape", "generate", "photos", "pixel_box", "render",
+           "shrink", "write_image_set"]
+
 CLASSES = ("circle", "square", "triangle", "star")
 MANIFEST = "manifest.json"
 GENERATOR_VERSION = 2

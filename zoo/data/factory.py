@@ -6,6 +6,8 @@ from zoo.data.coco import COCODataset
 from zoo.data.recordio import LstDataset, RecordDataset
 from zoo.data.voc import VOCDataset
 
+__all__ = ["KINDS", "open_dataset"]
+
 KINDS = ("embedded", "voc", "coco", "rec", "lst")
 DEFAULT_SPLITS = {"train": "train", "val": "val"}
 

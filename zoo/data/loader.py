@@ -16,6 +16,8 @@ import numpy as np
 from zoo.errors import DataError
 from zoo.data.transforms import pad_batch
 
+__all__ = ["Batch", "DetectionLoader", "position"]
+
 LAST_BATCH_MODES = ("discard", "keep", "pad")
 MAX_REPLACEMENTS = 32
 """How many items after a bad one ``skip_bad`` tries before it gives up on the epoch."""

@@ -20,6 +20,8 @@ from zoo.data.dataset import (DetectionDataset, check_image_size, contained_path
 from zoo.data.images import check_image_file, decode_image, image_size, read_image_bytes
 from zoo.data.records import LABEL_WIDTH, SkipPolicy, data_error, make_record
 
+__all__ = ["LstDataset", "RecordDataset", "pack", "write_record_files"]
+
 HEADER_WIDTH = 2
 
 

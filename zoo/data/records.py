@@ -14,6 +14,8 @@ import numpy as np
 
 from zoo.errors import DataError
 
+__all__ = ["BOX_TOLERANCE", "LABEL_WIDTH", "Record", "SkipPolicy", "data_error", "make_record"]
+
 LABEL_WIDTH = 6
 """Columns of a label row: ``[class_id, x1, y1, x2, y2, difficult]``."""
 

@@ -14,6 +14,9 @@ from zoo.data.dataset import DetectionDataset, check_image_size, contained_path,
 from zoo.data.images import check_image_file
 from zoo.data.records import SkipPolicy, data_error, make_record
 
+__all__ = ["CLASS_FILE", "VOCDataset", "VOC_CLASSES", "annotation_xml", "default_class_names",
+           "number", "text"]
+
 VOC_CLASSES = ("aeroplane", "bicycle", "bird", "boat", "bottle", "bus", "car", "cat", "chair",
                "cow", "diningtable", "dog", "horse", "motorbike", "person", "pottedplant",
                "sheep", "sofa", "train", "tvmonitor")

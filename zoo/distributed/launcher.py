@@ -21,6 +21,8 @@ from typing import Dict, List, Optional, Tuple
 from zoo.distributed import cluster as distributed
 from zoo.errors import OptionsError
 
+__all__ = ["LaunchOptions", "launch", "process_specs", "read_hosts", "run", "say", "start", "stop"]
+
 PROGRAM = "zoo launch"
 POLL_SECONDS = 0.1
 PR_SET_PDEATHSIG = 1

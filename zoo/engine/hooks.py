@@ -17,6 +17,9 @@ from zoo.inference.evaluation import evaluate_voc
 from zoo.engine import module_adapter
 from zoo.engine.trainer import OutputFolderInUse, TrainingDiverged, TrainingError
 
+__all__ = ["CSVLog", "Checkpointer", "DivergenceCheck", "Hook", "LOG", "ProgressBar",
+           "StatisticsAveraging", "Validation", "default_hooks", "last_checkpoint_note"]
+
 LOG = logging.getLogger("zoo.train")
 # A loss this many times the first one seen (or 1, if larger) counts as exploded.
 DIVERGENCE_FACTOR = 1e3

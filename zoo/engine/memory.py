@@ -27,6 +27,8 @@ import re
 
 import mxnet as mx
 
+__all__ = ["ForwardGraph", "LOG", "MIRROR_ATTR", "MemoryPlanner", "memory_saving_symbol"]
+
 LOG = logging.getLogger("zoo.engine.memory")
 MIRROR_ATTR = "__force_mirroring__"
 # Deterministic layers: recomputing them in backward reproduces the forward exactly.

@@ -10,6 +10,9 @@ import mxnet as mx
 
 from zoo.artifact import OptimizerState
 
+__all__ = ["SETTINGS", "aux_arrays", "contexts", "current_lr", "kvstore", "mark_params_changed",
+           "optimizer_state", "param_arrays", "set_optimizer_state", "set_update_count"]
+
 SETTINGS = ("lr", "wd", "momentum", "rescale_grad", "clip_gradient")
 
 

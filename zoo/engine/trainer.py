@@ -29,6 +29,10 @@ from zoo.engine.memory import memory_saving_symbol
 from zoo.engine import module_adapter
 from zoo.process import gpu_ids
 
+__all__ = ["LOG", "OPTIMIZERS", "OptimizerOptions", "OutputFolderInUse", "Trainer",
+           "TrainerOptions", "TrainingDiverged", "TrainingError", "TrainingInterrupted",
+           "bind_training_module", "contexts", "lr_scheduler"]
+
 LOG = logging.getLogger("zoo.train")
 OPTIMIZERS = ("sgd", "nag", "adam", "rmsprop")
 # Optimizers whose update has a momentum term.

@@ -21,6 +21,9 @@ from zoo.errors import OptionsError
 from zoo.model import build_model
 from zoo.config.registry import get_config
 
+__all__ = ["GluonArrays", "GluonCVImportError", "ImportResult", "Importer", "gluon_arrays",
+           "gluon_net", "import_net", "our_params", "run_import"]
+
 
 @dataclass(frozen=True)
 class Importer:

@@ -17,6 +17,8 @@ from symbols.fpn import level_tag
 from zoo.gluoncv.common import GluonCVImportError, Importer
 from zoo.pretrained.maps import param_map
 
+__all__ = ["IMPORTERS", "check_anchors"]
+
 C4_TRUNK = {"conv1": "features.0", "bn1": "features.1", "layer1": "features.4",
             "layer2": "features.5", "layer3": "features.6", "layer4": "top_features.0"}
 """Where the C4 detectors keep the ResNet classifier's blocks: the trunk up to ``layer3``

@@ -15,6 +15,8 @@ from symbols import ssd as ssd_symbols
 from zoo.pretrained.maps import GLUON_BN_PARAMS
 from zoo.gluoncv.common import GluonCVImportError, Importer
 
+__all__ = ["IMPORTERS", "map_ssd_resnet_v1"]
+
 BACKBONE = "features.resnetv10_"
 """The prefix of GluonCV's ResNet v1 names inside its SSDs (a fresh process's block name)."""
 

@@ -14,6 +14,8 @@ from zoo.inference.runner import BatchRunner, DatasetImages
 from zoo.predictor import Predictor, fuse
 from zoo.metrics import VOCMeanAP, coco_detections, coco_eval, coco_ground_truth
 
+__all__ = ["coco_scores", "evaluate_voc", "in_pixels", "predict", "voc_scores"]
+
 
 def predict(model, arg_params, aux_params, dataset, batch_size=8, num_workers=None,
             progress=True, ctx=None, symbol=None, preprocessing=None):

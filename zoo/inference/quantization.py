@@ -16,6 +16,9 @@ from zoo.inference.runner import BatchRunner, DatasetImages
 from zoo.predictor import MKLDNN, Predictor, mkldnn_available
 from zoo.errors import OptionsError
 
+__all__ = ["CALIB_MODES", "COLLECTORS", "Histograms", "InputBatches", "MKLDNN_QUANTIZE",
+           "STATISTICS", "calibration_iter", "calibration_thresholds", "int8_layers", "quantize"]
+
 CALIB_MODES = ("naive", "entropy")
 
 COLLECTORS = ("outputs", "monitor")

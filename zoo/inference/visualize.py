@@ -12,6 +12,8 @@ from matplotlib.ticker import MaxNLocator
 from zoo.inference.runner import Detections, label_names, rgb_image
 from zoo.errors import DataError
 
+__all__ = ["class_color", "draw", "draw_detections", "pixel_box", "plot_training_log", "save_png"]
+
 FONT = cv2.FONT_HERSHEY_SIMPLEX
 # Stepping the hue by the golden ratio keeps the colours of neighbouring class ids apart.
 HUE_STEP = 0.618033988749895

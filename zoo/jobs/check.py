@@ -8,6 +8,8 @@ from zoo.model import build_model
 from zoo.config.loading import configs_dir
 from zoo.config.registry import list_models
 
+__all__ = ["COLUMNS", "check_files", "format_table", "registered_config_files"]
+
 COLUMNS = ("model", "input", "trainable params", "params MB", "feature maps (HxW/stride)",
            "anchors")
 

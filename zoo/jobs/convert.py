@@ -11,6 +11,8 @@ from zoo.config.loading import load_config
 from zoo.model import build_model
 from zoo.config.registry import get_config
 
+__all__ = ["convert_v1"]
+
 
 def convert_v1(prefix, epoch=None, output=None):
     """Rewrite a format-1 checkpoint (every complete epoch, or ``epoch``) as a format-2

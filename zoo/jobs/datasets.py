@@ -8,6 +8,8 @@ import numpy as np
 from zoo.data.factory import open_dataset
 from zoo.errors import DataError, OptionsError
 
+__all__ = ["DataSplit", "class_lookup", "open_for_artifact", "relabel"]
+
 
 @dataclass(frozen=True)
 class DataSplit:

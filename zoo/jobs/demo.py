@@ -6,6 +6,8 @@ from typing import Optional
 from zoo.inference.detector import load_detector
 from zoo.inference.visualize import draw, save_png
 
+__all__ = ["DemoOptions", "demo"]
+
 
 @dataclass(frozen=True)
 class DemoOptions:

@@ -9,6 +9,8 @@ from zoo import artifact
 from zoo.inference.evaluation import coco_scores, predict, voc_scores
 from zoo.jobs.datasets import DataSplit, open_for_artifact, relabel
 
+__all__ = ["EvalOptions", "evaluate", "format_table"]
+
 
 @dataclass(frozen=True)
 class EvalOptions:

@@ -10,6 +10,8 @@ from zoo.errors import OptionsError
 from zoo.model import build_model
 from zoo.config.registry import network_config
 
+__all__ = ["ExportOptions", "FORMATS", "export"]
+
 FORMATS = ("mxnet", "onnx")
 
 

@@ -6,6 +6,8 @@ from typing import Optional
 
 from zoo.gluoncv import import_gluoncv
 
+__all__ = ["ImportOptions", "import_detector"]
+
 
 @dataclass(frozen=True)
 class ImportOptions:

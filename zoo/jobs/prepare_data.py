@@ -12,6 +12,8 @@ from zoo.data.recordio import write_record_files
 from zoo.data.voc import VOCDataset
 from zoo.errors import OptionsError
 
+__all__ = ["FORMATS", "PrepareOptions", "prepare_data"]
+
 FORMATS = ("voc", "coco")
 
 

@@ -10,6 +10,8 @@ from zoo.errors import DataError
 from zoo.inference.quantization import calibration_iter, int8_layers, quantize as quantize_graph
 from zoo.jobs.datasets import DataSplit, open_for_artifact
 
+__all__ = ["QuantizeOptions", "quantize"]
+
 
 @dataclass(frozen=True)
 class QuantizeOptions:

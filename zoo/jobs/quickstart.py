@@ -15,6 +15,9 @@ from zoo.jobs.evaluate import EvalOptions, evaluate
 from zoo.jobs.export import ExportOptions, export
 from zoo.jobs.train import TrainOptions, train
 
+__all__ = ["EPOCHS", "NETWORK", "QuickstartOptions", "TARGET_MAP", "python_line", "quickstart",
+           "train_options"]
+
 NETWORK = "ssd_mobilenetv2_stride8"
 TARGET_MAP = 0.8
 EPOCHS = 5

@@ -18,6 +18,9 @@ from zoo.model import build_model
 from zoo.config.registry import network_config
 from zoo.jobs import LOG_FORMAT
 
+__all__ = ["KV_STORES", "LOG", "TrainOptions", "make_trainer", "optimizer_options",
+           "resume_prefix", "train"]
+
 LOG = logging.getLogger("zoo.train")
 KV_STORES = ("local", "device", "dist_sync", "dist_device_sync", "dist_async")
 

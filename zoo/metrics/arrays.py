@@ -1,6 +1,8 @@
 """Turn the array types the metrics accept into numpy arrays; checks shared by the metrics."""
 import numpy as np
 
+__all__ = ["as_text", "check_pixel_offset", "to_numpy"]
+
 
 def to_numpy(array):
     """``array`` as a numpy array; MXNet NDArrays are copied out with ``asnumpy()``.

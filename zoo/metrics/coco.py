@@ -23,6 +23,9 @@ from pycocotools.cocoeval import COCOeval
 
 from zoo.metrics.arrays import as_text, check_pixel_offset, to_numpy
 
+__all__ = ["COCO_STAT_NAMES", "coco_detections", "coco_eval", "coco_ground_truth",
+           "corners_to_xywh", "default_category_id"]
+
 # Names of COCOeval.stats, in order.
 COCO_STAT_NAMES = ("AP", "AP50", "AP75", "APs", "APm", "APl",
                    "AR1", "AR10", "AR100", "ARs", "ARm", "ARl")

@@ -12,6 +12,8 @@ import numpy as np
 from symbols.boxes import iou as box_iou
 from zoo.metrics.arrays import as_text, check_pixel_offset, to_numpy
 
+__all__ = ["VOCMeanAP"]
+
 # The recall thresholds 0, 0.1, ..., 1 exactly as py-faster-rcnn and GluonCV compute
 # them: np.arange rounds 0.3, 0.6 and 0.7 a hair upwards, so a recall of exactly 3/10
 # does not reach the 0.3 threshold. Kept so that results agree with theirs.

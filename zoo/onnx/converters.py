@@ -29,6 +29,8 @@ import numpy as np
 from mxnet.onnx.mx2onnx._export_onnx import MXNetGraph
 from onnx import TensorProto, helper, numpy_helper
 
+__all__ = ["input_shapes", "register"]
+
 OPSET = 13
 """The opset the conversions are registered at; MXNet's exporter writes the newest opset of
 the installed onnx and falls back to conversions registered at lower ones."""

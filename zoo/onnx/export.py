@@ -30,6 +30,8 @@ from zoo.artifact import ArtifactError, atomic_write, class_names as config_clas
 from zoo.errors import OptionsError
 from zoo.onnx import FORMAT, GRAPH_PREPROCESSING, OUTPUT, converters
 
+__all__ = ["export_artifact", "export_model"]
+
 
 def export_model(model, arg_params, aux_params, path, *, class_names=None, preprocessing=None,
                  graph_preprocessing="none"):

@@ -12,6 +12,8 @@ import numpy as np
 
 from zoo.inference.runner import rgb_image
 
+__all__ = ["BOX_TOLERANCE", "Parity", "TIE_MARGIN", "TOP", "compare", "verify"]
+
 SCORE_TOLERANCE = 1e-4
 BOX_TOLERANCE = 1e-3
 TOP = 100

@@ -23,6 +23,8 @@ from zoo.inference.runner import BatchDetector
 from zoo.schema.preprocessing import canvas_im_info
 from zoo.onnx import FORMAT, GRAPH_PREPROCESSING, OUTPUT
 
+__all__ = ["OnnxDetector", "OnnxModelError", "check_image_size", "load_onnx_detector", "pixels"]
+
 IMAGE_INPUTS = {"none": "data", "normalize": "image"}
 """The image input of each ``zoo.graph_preprocessing``."""
 IM_INFO = "im_info"

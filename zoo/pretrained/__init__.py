@@ -12,6 +12,8 @@ import mxnet as mx
 from zoo.errors import PretrainedNotFound
 from zoo.pretrained import maps
 
+__all__ = ["PretrainedNotFound", "find_gluoncv_file", "import_gluoncv_params", "maps"]
+
 
 def model_store_dir():
     """Where GluonCV keeps downloaded weights: ``$MXNET_HOME/models`` or ``~/.mxnet/models``."""

@@ -11,6 +11,8 @@ import numbers
 
 from zoo.errors import ConfigError
 
+__all__ = ["Checker", "check_backbone_layer", "is_int", "is_number"]
+
 
 def is_number(value):
     """Whether ``value`` is a finite real number (booleans, NaN and infinities are not): the

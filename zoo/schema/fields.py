@@ -25,6 +25,9 @@ from symbols.backbones import BACKBONES
 from zoo.schema.preprocessing import INTERPOLATIONS, MEAN_PIXELS, STD_PIXELS, WARP
 from zoo.schema.checks import is_int, is_number
 
+__all__ = ["Bool", "COMMON", "DERIVED", "FRACTION", "Field", "Int", "List", "Number", "Optional",
+           "PER_ARCH", "REQUIRED", "Schema", "Str", "model_name"]
+
 REQUIRED = type("Required", (), {"__repr__": lambda self: "REQUIRED"})()
 """The default of a field every config must set."""
 

@@ -9,6 +9,8 @@ layer at its resolution, otherwise the layers after it are silently dropped
 import json
 import math
 
+__all__ = ["BackboneGraph", "effective_stride"]
+
 # Growing the input by a multiple of every stride grows each map by exactly
 # input growth / stride, whatever the padding; 512 covers strides up to 512.
 STRIDE_PROBE = 512

@@ -16,6 +16,9 @@ import math
 
 import numpy as np
 
+__all__ = ["INTERPOLATIONS", "MEAN_PIXELS", "STD_PIXELS", "WARP", "canvas_im_info", "canvas_size",
+           "interpolation_of", "resampling", "scaled_size", "short_side", "statistics", "stretch"]
+
 MEAN_PIXELS = (123.68, 116.779, 103.939)
 STD_PIXELS = (58.393, 57.12, 57.375)
 
