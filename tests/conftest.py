@@ -6,6 +6,7 @@ import mxnet as mx  # noqa: E402
 import pytest  # noqa: E402
 
 import zoo  # noqa: E402
+from zoo import testhosts  # noqa: E402
 
 SETTINGS_VARIANTS = {
     # config: the config it only renumbers (same graph builders; COCO's classes, sizes and
@@ -36,6 +37,22 @@ def faster_rcnn():
                           num_classes=3)
     model.init_params(seed=0)
     return model
+
+
+@pytest.fixture(scope="session")
+def test_hosts(tmp_path_factory):
+    """Two test hosts in network namespaces (:mod:`zoo.testhosts`), shared by the session's
+    multi-host tests and removed at its end, whatever happened; the tests that use them skip,
+    naming it, where this machine lacks a requirement."""
+    missing = testhosts.missing_requirement()
+    if missing:
+        pytest.skip("test hosts need root, ip, unshare and sshd: %s" % missing)
+    hosts = testhosts.TestHosts(2, str(tmp_path_factory.mktemp("testhosts")))
+    hosts.start()
+    try:
+        yield hosts
+    finally:
+        hosts.close()
 
 
 @pytest.fixture

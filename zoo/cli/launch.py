@@ -11,7 +11,7 @@ import argparse
 import os
 import sys
 
-from ..distributed import CONNECT_TIMEOUT_VARIABLE, DEFAULT_CONNECT_TIMEOUT
+from ..distributed import CONNECT_TIMEOUT_VARIABLE, DEFAULT_CONNECT_TIMEOUT, DEFAULT_HOST_TIMEOUT
 from ..launcher import LaunchOptions, launch
 from .common import nonnegative_float, nonnegative_int, options_from, positive_float, positive_int
 
@@ -46,6 +46,11 @@ def add_arguments(p):
                    help="folder the command runs in on remote hosts")
     p.add_argument("--ssh-port", type=positive_int, default=None,
                    help="port of sshd on the hosts (unset: ssh's own default)")
+    p.add_argument("--ssh-config", default=None, metavar="FILE",
+                   help="ssh configuration file for the hosts (ssh -F; unset: ssh's own)")
+    p.add_argument("--host-timeout", type=positive_float, default=DEFAULT_HOST_TIMEOUT,
+                   help="seconds a host may leave its ssh connection unanswered before it "
+                        "counts as lost and the launch fails")
     # not "command": the top-level parser keeps the command's name under that one
     p.add_argument("worker_command", nargs=argparse.REMAINDER, metavar="command",
                    help="the worker command, after '--'")
