@@ -160,6 +160,39 @@ def test_remote_processes_run_over_ssh_with_forwarded_environment(tmp_path):
     assert specs[3].argv[-2] == "alice@node2"
 
 
+class ExitedPopen:
+    def __init__(self, returncode):
+        self.returncode = returncode
+
+
+def launched_with_output(node, returncode, *lines):
+    done = launcher.Launched(node, ExitedPopen(returncode))
+    for line in lines:
+        done.output.note(line)
+    return done
+
+
+def test_failures_name_host_rank_and_what_ssh_or_the_worker_said():
+    worker = distributed.Node("worker", 1, "10.0.0.2")
+    lost = launched_with_output(worker, 255, "zoo: joined the cluster as worker rank 0 of 2",
+                                "epoch 1: lr 0.1", "Timeout, server 10.0.0.2 not responding.",
+                                "Connection to 10.0.0.2 closed.")
+    assert lost.output.rank == 0
+    assert launcher.describe_failure(lost) == (
+        "worker 1@10.0.0.2 (rank 0): ssh to 10.0.0.2 failed or lost its connection (exit "
+        "255): Timeout, server 10.0.0.2 not responding.")
+    unreachable = launched_with_output(worker, 255)
+    assert launcher.describe_failure(unreachable).endswith("(exit 255): no message")
+    alone = launched_with_output(distributed.Node("worker", 0, None), 75,
+                                 "worker: error: no parameter-server cluster after 2 s")
+    assert launcher.describe_failure(alone) == (
+        "worker 0 found no cluster within --connect-timeout (exit 75): worker: error: no "
+        "parameter-server cluster after 2 s")
+    # A local 255 is the program's own code, not ssh's.
+    assert launcher.describe_failure(launched_with_output(
+        distributed.Node("server", 0, None), 255, "x")) == "server 0 exited with code 255"
+
+
 def test_options_and_host_file_errors_are_one_line(tmp_path):
     with pytest.raises(OptionsError, match="give the worker command after '--'"):
         LaunchOptions(())

@@ -16,7 +16,7 @@ import time
 import numpy as np
 import pytest
 
-from zoo import artifact
+from zoo import artifact, testhosts
 from zoo.data import embedded
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -223,7 +223,8 @@ def test_killed_host_processes_end_the_launch_naming_host_and_rank(test_hosts):
             os.killpg(launch.pid, signal.SIGKILL)
     assert launch.returncode == 1 and time.monotonic() - killed < 15
     assert "zoo launch: error: worker 1@{0} (rank {1}): ssh to {0} failed or lost its " \
-           "connection (exit 255): Connection to {0} closed by remote host.".format(address, rank) in err, err
+           "connection (exit 255): Connection to {0} closed by remote host.".format(
+               address, rank) in err, err
     assert err.count("zoo launch: error:") == 1
 
 
@@ -253,3 +254,61 @@ def test_host_missing_from_ssh_is_named_in_one_line(test_hosts, tmp_path):
     assert errors == ["zoo launch: error: worker 1@{0}: ssh to {0} failed or lost its "
                       "connection (exit 255): ssh: connect to host {0} port 22: No route to "
                       "host; stopped the other 3 process(es)".format(missing)], err
+
+
+def interfaces_and_namespaces():
+    return subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout + \
+        subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+
+
+def test_test_hosts_are_removed_when_their_start_fails(test_hosts, tmp_path, monkeypatch):
+    """Here an sshd that exits at once: the start fails in one line naming the host, and
+    leaves no namespace, interface, process or key behind."""
+    monkeypatch.setattr(testhosts, "SSHD", "/bin/false")
+    hosts = testhosts.TestHosts(2, str(tmp_path))
+    with pytest.raises(testhosts.TestHostsError, match=r"^sshd of test host 10\.231\.\d+\.11 "
+                                                         r"did not start; see "):
+        hosts.start()
+    left = interfaces_and_namespaces()
+    assert hosts.bridge not in left and hosts.other_link not in left
+    assert not any(name in left for name in hosts.namespaces)
+    assert sorted(os.listdir(str(tmp_path))) == ["host-1", "host-2", "own"]
+
+
+@pytest.mark.slow
+def test_readme_two_host_training_resumes_exactly(test_hosts):
+    """Stopped after epoch 1, the checkpoint copied to the other host, and resumed: the same
+    parameters and optimizer state as a straight run, bit for bit."""
+    shapes = embedded.generate(test_hosts.path("exact-shapes"), seed=1, num_train=8,
+                               num_val=2, image_size=128)
+    for index in (1, 2):
+        target = os.path.join(test_hosts.own_dir(index), "shapes")
+        if not os.path.exists(target):
+            shutil.copytree(shapes, target)
+    argv = readme_two_host_command(test_hosts.base)
+    runs = {}
+    for name, epochs in (("straight", "2"), ("stopped", "1")):
+        flags = list(argv)
+        flags[flags.index("--epochs") + 1] = epochs
+        flags[flags.index("--output-dir") + 1] = os.path.join(test_hosts.own, name)
+        done = subprocess.run(flags, cwd=ROOT, capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+        runs[name] = (flags, host_index(test_hosts, ranks(done.stdout)[0]))
+    flags, index = runs["stopped"]
+    stopped = os.path.join(test_hosts.own_dir(index), "stopped")
+    for name in os.listdir(stopped):
+        if name.startswith(NETWORK):
+            shutil.copy(os.path.join(stopped, name),
+                        os.path.join(test_hosts.own_dir(3 - index), "stopped"))
+    flags[flags.index("--epochs") + 1] = "2"
+    done = subprocess.run(flags + ["--resume", "auto"], cwd=ROOT, capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    straight = artifact.load(os.path.join(test_hosts.own_dir(runs["straight"][1]), "straight",
+                                          NETWORK), 2)
+    resumed = artifact.load(os.path.join(stopped, NETWORK), 2)
+    for a, b in ((straight.arg_params, resumed.arg_params),
+                 (straight.aux_params, resumed.aux_params)):
+        assert sorted(a) == sorted(b)
+        for key in a:
+            assert np.array_equal(a[key].asnumpy(), b[key].asnumpy()), key

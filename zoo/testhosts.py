@@ -18,6 +18,7 @@ and ``sshd`` (Debian: ``apt-get install openssh-server``).
         print(hosts.host_file, hosts.ssh_config)   # for zoo launch -H ... --ssh-config ...
 """
 import getpass
+import itertools
 import os
 import shutil
 import signal
@@ -32,6 +33,7 @@ FIRST_HOST = 11                     # host I has address 10.231.N.(10 + I)
 SSHD = "/usr/sbin/sshd"
 TOOLS = ("ip", "unshare", "mount", "ssh", "ssh-keygen")
 READY_SECONDS = 10.0
+_INSTANCES = itertools.count()
 # sshd refuses to start without its privilege-separation folder (the package makes it at boot).
 PRIVSEP_DIR = "/run/sshd"
 
@@ -84,9 +86,10 @@ class TestHosts:
         if count < 1:
             raise ValueError("need at least one test host, got %d" % count)
         self.count, self.base = count, os.path.abspath(base)
-        tag = str(os.getpid())
-        self.bridge, self.other_link = "zbr" + tag, "zot" + tag
-        self.namespaces = ["zooth%s-%d" % (tag, i) for i in range(1, count + 1)]
+        # Names unique to this instance, short enough for interfaces (15 characters).
+        self.tag = "%x%x" % (os.getpid(), next(_INSTANCES))
+        self.bridge, self.other_link = "zbr" + self.tag, "zot" + self.tag
+        self.namespaces = ["zooth%s-%d" % (self.tag, i) for i in range(1, count + 1)]
         self.sshds, self.started = [], []
         self.third = None
 
@@ -207,7 +210,7 @@ class TestHosts:
         run(["ip", "link", "set", self.other_link, "up"])
 
     def _make_host(self, index):
-        namespace, outside = self.namespaces[index - 1], "zv%s-%d" % (os.getpid(), index)
+        namespace, outside = self.namespaces[index - 1], "zv%s-%d" % (self.tag, index)
         run(["ip", "netns", "add", namespace])
         self.started.append(("netns", namespace))
         run(["ip", "link", "add", outside, "type", "veth", "peer", "name", outside + "i"])
