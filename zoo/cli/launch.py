@@ -4,8 +4,11 @@ scheduler, servers and workers), on this machine or over ssh (see :mod:`zoo.laun
 Two workers and one server on this machine:
     zoo launch -n 2 -s 1 -- zoo train --network ssd_mobilenetv2_stride8 --dataset voc \\
         --data-root output/shapes --kv-store dist_sync --batch-size 4 --no-progress
-Across hosts (one host or user@host per line; the scheduler runs here):
+Across hosts (one host or user@host per line; the scheduler runs here), e.g. the test hosts
+of tools/testhosts.py:
     zoo launch -n 4 -s 2 -H hosts.txt -- zoo train ... --kv-store dist_sync
+    zoo launch -n 2 -H /tmp/zoo-testhosts/hosts.txt --ssh-config /tmp/zoo-testhosts/ssh_config \
+        -- zoo train ... --kv-store dist_sync
 """
 import argparse
 import os
