@@ -8,6 +8,7 @@ import pytest  # noqa: E402
 
 import zoo  # noqa: E402
 from zoo.data import embedded  # noqa: E402
+from zoo.distributed import testhosts  # noqa: E402
 
 SETTINGS_VARIANTS = {
     # config: the config it only renumbers (same graph builders; COCO's classes, sizes and
@@ -58,6 +59,22 @@ def shapes192(tmp_path_factory):
 def random_image(height, width, seed=0):
     """A random HxWx3 uint8 RGB image."""
     return np.random.RandomState(seed).randint(0, 256, (height, width, 3), dtype=np.uint8)
+
+
+@pytest.fixture(scope="session")
+def test_hosts(tmp_path_factory):
+    """Two test hosts in network namespaces (:mod:`zoo.distributed.testhosts`), shared by the session's
+    multi-host tests and removed at its end, whatever happened; the tests that use them skip,
+    naming it, where this machine lacks a requirement."""
+    missing = testhosts.missing_requirement()
+    if missing:
+        pytest.skip("test hosts need root, ip, unshare and sshd: %s" % missing)
+    hosts = testhosts.TestHosts(2, str(tmp_path_factory.mktemp("testhosts")))
+    hosts.start()
+    try:
+        yield hosts
+    finally:
+        hosts.close()
 
 
 @pytest.fixture

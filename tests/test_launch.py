@@ -115,9 +115,10 @@ def test_local_processes_get_their_cluster_environment():
 def test_ssh_command_line_is_exact():
     argv = distributed.ssh_argv("alice@node2", ["python", "tools/train.py", "--lr", "0.1"],
                                 {"DMLC_ROLE": "worker", "MXNET_X": "a b"}, "/work dir",
-                                ssh_port=2222)
+                                ssh_port=2222, config="/keys/ssh config", alive_timeout=7)
     assert argv == ["ssh", "-tt", "-o", "BatchMode=yes", "-o", "ConnectTimeout=10",
-                    "-p", "2222", "alice@node2",
+                    "-o", "ServerAliveInterval=2", "-o", "ServerAliveCountMax=3",
+                    "-F", "/keys/ssh config", "-p", "2222", "alice@node2",
                     "cd '/work dir' && exec env DMLC_ROLE=worker 'MXNET_X=a b' "
                     "python tools/train.py --lr 0.1"]
 
@@ -130,7 +131,8 @@ def test_remote_processes_run_over_ssh_with_forwarded_environment(tmp_path):
     options = LaunchOptions(("python", "tools/train.py"), num_workers=2, num_servers=1,
                             host_file=str(hosts), scheduler_host="10.0.0.9", port=9000,
                             interface="eth1", env=("MY_FLAG", "MODE=fast"),
-                            remote_dir="/srv/zoo", python="/opt/py")
+                            remote_dir="/srv/zoo", python="/opt/py", ssh_config="/k/cfg",
+                            host_timeout=6)
     specs = launcher.process_specs(options, environ=environ,
                                    hosts=launcher.read_hosts(options.host_file))
     scheduler_argv, scheduler_env = specs[0].argv, specs[0].env
@@ -143,12 +145,47 @@ def test_remote_processes_run_over_ssh_with_forwarded_environment(tmp_path):
                "DMLC_NUM_SERVER": "1", "DMLC_NUM_WORKER": "2", "DMLC_INTERFACE": "eth1",
                "OMP_NUM_THREADS": "4", "MY_FLAG": "on", "MODE": "fast",
                "ZOO_CONNECT_TIMEOUT": "120"}
+    ssh = {"config": "/k/cfg", "alive_timeout": 6}
     assert server_argv == distributed.ssh_argv(
         "node1", ["/opt/py", "-c", "import mxnet"], dict(cluster, DMLC_ROLE="server"),
-        "/srv/zoo")
+        "/srv/zoo", **ssh)
     assert specs[2].argv == distributed.ssh_argv(
-        "node1", ["python", "tools/train.py"], dict(cluster, DMLC_ROLE="worker"), "/srv/zoo")
+        "node1", ["python", "tools/train.py"], dict(cluster, DMLC_ROLE="worker"), "/srv/zoo",
+        **ssh)
     assert specs[3].argv[-2] == "alice@node2"
+
+
+class ExitedPopen:
+    def __init__(self, returncode):
+        self.returncode = returncode
+
+
+def launched_with_output(node, returncode, *lines):
+    done = launcher.Launched(node, ExitedPopen(returncode))
+    for line in lines:
+        done.output.note(line)
+    return done
+
+
+def test_failures_name_host_rank_and_what_ssh_or_the_worker_said():
+    worker = distributed.Node("worker", 1, "10.0.0.2")
+    lost = launched_with_output(worker, 255, "zoo: joined the cluster as worker rank 0 of 2",
+                                "epoch 1: lr 0.1", "Timeout, server 10.0.0.2 not responding.",
+                                "Connection to 10.0.0.2 closed.")
+    assert lost.output.rank == 0
+    assert launcher.describe_failure(lost) == (
+        "worker 1@10.0.0.2 (rank 0): ssh to 10.0.0.2 failed or lost its connection (exit "
+        "255): Timeout, server 10.0.0.2 not responding.")
+    unreachable = launched_with_output(worker, 255)
+    assert launcher.describe_failure(unreachable).endswith("(exit 255): no message")
+    alone = launched_with_output(distributed.Node("worker", 0, None), 75,
+                                 "worker: error: no parameter-server cluster after 2 s")
+    assert launcher.describe_failure(alone) == (
+        "worker 0 found no cluster within --connect-timeout (exit 75): worker: error: no "
+        "parameter-server cluster after 2 s")
+    # A local 255 is the program's own code, not ssh's.
+    assert launcher.describe_failure(launched_with_output(
+        distributed.Node("server", 0, None), 255, "x")) == "server 0 exited with code 255"
 
 
 def test_options_and_host_file_errors_are_one_line(tmp_path):
@@ -162,6 +199,21 @@ def test_options_and_host_file_errors_are_one_line(tmp_path):
         launcher.launch(LaunchOptions(("true",), host_file=str(hosts)))
 
 
+def test_scheduler_host_is_resolved_and_must_be_this_machines(capsys):
+    """ZeroMQ takes no host names (apache/mxnet#12062): the launcher hands ps-lite the
+    address, and refuses one the scheduler, which runs here, could not listen on."""
+    options = LaunchOptions(("true",), scheduler_host="localhost")
+    specs = launcher.process_specs(options, environ={})
+    assert {spec.env["DMLC_PS_ROOT_URI"] for spec in specs} == {"127.0.0.1"}
+    # 192.0.2.0/24 is TEST-NET-1, documentation only: never an address of this machine.
+    for host, expected in (("192.0.2.77", "--scheduler-host 192.0.2.77: not an address of "
+                                          "this machine, where the scheduler runs ("),
+                           ("no-such-host.invalid", "--scheduler-host no-such-host.invalid: ")):
+        assert zoo.cli.main(["launch", "--scheduler-host", host, "--", "true"]) == 1
+        err = capsys.readouterr().err
+        assert err.startswith("zoo launch: error: " + expected) and err.count("\n") == 1, err
+
+
 def test_cli_help_lists_the_flags_and_errors_name_the_command(tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_info:
         zoo.cli.main(["launch", "--help"])
@@ -169,7 +221,8 @@ def test_cli_help_lists_the_flags_and_errors_name_the_command(tmp_path, capsys):
     assert exit_info.value.code == 0
     for flag in ("--num-workers", "--num-servers", "--host-file", "--scheduler-host", "--port",
                  "--interface", "--env", "--connect-timeout", "--grace", "--python",
-                 "--remote-dir", "--ssh-port", "(default: 10.0)"):
+                 "--remote-dir", "--ssh-port", "--ssh-config", "--host-timeout",
+                 "(default: 10.0)"):
         assert flag in out, flag
     assert zoo.cli.main(["launch", "-n", "1"]) == 1
     assert capsys.readouterr().err == "zoo launch: error: give the worker command after '--'\n"

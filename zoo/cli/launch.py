@@ -4,14 +4,18 @@ scheduler, servers and workers), on this machine or over ssh (see :mod:`zoo.dist
 Two workers and one server on this machine:
     zoo launch -n 2 -s 1 -- zoo train --network ssd_mobilenetv2_stride8 --dataset voc \\
         --data-root output/shapes --kv-store dist_sync --batch-size 4 --no-progress
-Across hosts (one host or user@host per line; the scheduler runs here):
+Across hosts (one host or user@host per line; the scheduler runs here), e.g. the test hosts
+of tools/testhosts.py:
     zoo launch -n 4 -s 2 -H hosts.txt -- zoo train ... --kv-store dist_sync
+    zoo launch -n 2 -H /tmp/zoo-testhosts/hosts.txt --ssh-config /tmp/zoo-testhosts/ssh_config \
+        -- zoo train ... --kv-store dist_sync
 """
 import argparse
 import os
 import sys
 
-from zoo.distributed.cluster import CONNECT_TIMEOUT_VARIABLE, DEFAULT_CONNECT_TIMEOUT
+from zoo.distributed.cluster import (CONNECT_TIMEOUT_VARIABLE, DEFAULT_CONNECT_TIMEOUT,
+                                      DEFAULT_HOST_TIMEOUT)
 from zoo.distributed.launcher import LaunchOptions, launch
 from zoo.cli.common import nonnegative_float, nonnegative_int, options_from, positive_float, positive_int
 
@@ -48,6 +52,11 @@ def add_arguments(p):
                    help="folder the command runs in on remote hosts")
     p.add_argument("--ssh-port", type=positive_int, default=None,
                    help="port of sshd on the hosts (unset: ssh's own default)")
+    p.add_argument("--ssh-config", default=None, metavar="FILE",
+                   help="ssh configuration file for the hosts (ssh -F; unset: ssh's own)")
+    p.add_argument("--host-timeout", type=positive_float, default=DEFAULT_HOST_TIMEOUT,
+                   help="seconds a host may leave its ssh connection unanswered before it "
+                        "counts as lost and the launch fails")
     # not "command": the top-level parser keeps the command's name under that one
     p.add_argument("worker_command", nargs=argparse.REMAINDER, metavar="command",
                    help="the worker command, after '--'")

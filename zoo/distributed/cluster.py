@@ -8,6 +8,7 @@ once all W workers and S servers have registered, so ``kv.rank`` is known only a
 ``mx.kv.create`` returns.
 """
 import os
+import re
 import shlex
 import socket
 import sys
@@ -28,6 +29,13 @@ CONNECT_TIMEOUT_VARIABLE = "ZOO_CONNECT_TIMEOUT"
 DEFAULT_CONNECT_TIMEOUT = 120.0
 # A worker that gives up waiting for the cluster exits with this code (EX_TEMPFAIL).
 CONNECT_TIMEOUT_EXIT_CODE = 75
+# ssh's own exit code when it cannot connect or loses the connection.
+SSH_FAILED_EXIT_CODE = 255
+# Seconds a remote host may leave its ssh connection without answer before it counts as lost.
+DEFAULT_HOST_TIMEOUT = 30.0
+# A worker's line on joining the cluster: the launcher learns each worker's rank from it.
+RANK_LINE = "zoo: joined the cluster as worker rank %d of %d"
+RANK_PATTERN = re.compile(r"zoo: joined the cluster as worker rank (\d+) of \d+$")
 # What every ps-lite process needs to find its cluster.
 REQUIRED_VARIABLES = ("DMLC_ROLE", "DMLC_PS_ROOT_URI", "DMLC_PS_ROOT_PORT", "DMLC_NUM_SERVER",
                       "DMLC_NUM_WORKER")
@@ -81,9 +89,22 @@ def create_dist_kvstore(kind, timeout=None):
     watchdog.daemon = True
     watchdog.start()
     try:
-        return mx.kv.create(kind)
+        kvstore = mx.kv.create(kind)
     finally:
         watchdog.cancel()
+    print(RANK_LINE % (kvstore.rank, kvstore.num_workers), file=sys.stderr, flush=True)
+    return kvstore
+
+
+def announced_rank(line):
+    """The rank a worker's output line announces (see :data:`RANK_LINE`), else None."""
+    match = RANK_PATTERN.search(line)
+    return int(match.group(1)) if match else None
+
+
+def resolve(host):
+    """The IPv4 address of ``host`` (a name or an address); OSError if there is none."""
+    return socket.getaddrinfo(host, None, socket.AF_INET, socket.SOCK_STREAM)[0][4][0]
 
 
 def _give_up_joining(timeout):
@@ -203,18 +224,27 @@ def forwarded_environment(environ, extra=()):
     return env
 
 
-def ssh_argv(host, command, env, cwd, ssh_port=None, connect_timeout_s=10):
+def ssh_argv(host, command, env, cwd, ssh_port=None, connect_timeout_s=10, config=None,
+             alive_timeout=None):
     """The ssh command line that runs ``command`` (a list) on ``host`` in folder ``cwd``
-    with the variables ``env`` added to the remote login's environment.
+    with the variables ``env`` added to the remote login's environment; ``config`` is an
+    ssh configuration file (``-F``).
 
     ``-tt`` gives the remote command a terminal, so it gets SIGHUP and ends when the
     connection closes (the launcher stops a remote process by stopping its ssh).
-    ``BatchMode`` fails instead of asking for a password.
+    ``BatchMode`` fails instead of asking for a password. With ``alive_timeout``, ssh
+    ends (exit 255) once the host has not answered for about that many seconds: a host
+    gone off the network would otherwise leave the other workers waiting forever.
     """
     assignments = " ".join(shlex.quote("%s=%s" % item) for item in sorted(env.items()))
     remote = "cd %s && exec env %s %s" % (shlex.quote(cwd), assignments,
                                           " ".join(shlex.quote(arg) for arg in command))
     argv = ["ssh", "-tt", "-o", "BatchMode=yes", "-o", "ConnectTimeout=%d" % connect_timeout_s]
+    if alive_timeout:
+        argv += ["-o", "ServerAliveInterval=%d" % max(1, round(alive_timeout / 3)),
+                 "-o", "ServerAliveCountMax=3"]
+    if config:
+        argv += ["-F", config]
     if ssh_port:
         argv += ["-p", str(ssh_port)]
     return argv + [host, remote]

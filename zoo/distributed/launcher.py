@@ -10,6 +10,7 @@ naming it; SIGINT, SIGTERM or SIGHUP stop them all.
 """
 import ctypes
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -28,6 +29,7 @@ POLL_SECONDS = 0.1
 PR_SET_PDEATHSIG = 1
 _LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
 HANDLED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+SSH_CLOSED = re.compile(r"Connection to \S+ closed\.$")
 
 
 @dataclass(frozen=True)
@@ -45,6 +47,8 @@ class LaunchOptions:
     python: str = sys.executable         # runs the scheduler and servers
     remote_dir: str = field(default_factory=os.getcwd)
     ssh_port: Optional[int] = None
+    ssh_config: Optional[str] = None     # ssh -F: keys, users and known hosts of the hosts
+    host_timeout: float = distributed.DEFAULT_HOST_TIMEOUT  # silent ssh connection: host lost
 
     def __post_init__(self):
         if not self.command:
@@ -61,10 +65,27 @@ class ProcessSpec:
     env: Dict[str, str]
 
 
+class Output:
+    """What the launcher keeps of one process's output: its last line, and the rank a
+    worker announced on joining the cluster (None: none yet)."""
+
+    def __init__(self):
+        self.last_line, self.rank = "", None
+
+    def note(self, line):
+        # ssh -tt ends with this notice, after the line that says why
+        if not SSH_CLOSED.match(line):
+            self.last_line = line
+        rank = distributed.announced_rank(line)
+        if rank is not None:
+            self.rank = rank
+
+
 @dataclass(frozen=True)
 class Launched:
     node: distributed.Node
     popen: subprocess.Popen
+    output: Output = field(default_factory=Output)
 
 
 class Interrupted(Exception):
@@ -88,17 +109,31 @@ def read_hosts(path):
         raise OptionsError("host file: %s" % err) from None
 
 
+def scheduler_address(options, hosts):
+    """The scheduler's IPv4 address: ``--scheduler-host`` resolved (ZeroMQ takes no host
+    names, apache/mxnet#12062), else this machine's address on the route to the first host
+    (whatever interface that is), else 127.0.0.1."""
+    try:
+        if options.scheduler_host:
+            return distributed.resolve(options.scheduler_host)
+        return distributed.local_address_towards(hosts[0]) if hosts else "127.0.0.1"
+    except OSError as err:
+        raise OptionsError("%s: %s" % ("--scheduler-host %s" % options.scheduler_host
+                                       if options.scheduler_host else
+                                       "no route to the first host %s" % hosts[0], err)) \
+            from None
+
+
 def process_specs(options, environ=None, hosts=None):
     """The :class:`ProcessSpec` of every process to start, the scheduler first. Remote
     processes run through ssh, which itself gets this environment."""
     environ = dict(os.environ if environ is None else environ)
     nodes = distributed.plan_nodes(options.num_servers, options.num_workers, hosts)
+    uri = scheduler_address(options, hosts)
     if hosts:
-        uri = options.scheduler_host or distributed.local_address_towards(hosts[0])
         port = options.port or distributed.free_ports(1, uri)[0]
         node_ports = [None] * len(nodes)
     else:
-        uri = options.scheduler_host or "127.0.0.1"
         # Ascending ports in launch order make ps-lite, which ranks the nodes of one host by
         # port, give "worker i" rank i.
         ports = distributed.free_ports(len(nodes), uri)
@@ -117,7 +152,8 @@ def process_specs(options, environ=None, hosts=None):
             env = dict(distributed.forwarded_environment(environ, options.env), **timeout,
                        **cluster)
             specs.append(ProcessSpec(node, distributed.ssh_argv(
-                node.host, argv, env, options.remote_dir, options.ssh_port), environ))
+                node.host, argv, env, options.remote_dir, options.ssh_port,
+                config=options.ssh_config, alive_timeout=options.host_timeout), environ))
         else:
             env = dict(distributed.inherited_environment(environ),
                        **distributed.named_variables(environ, options.env), **timeout,
@@ -154,13 +190,15 @@ def start(specs, launched):
         launched.append(Launched(spec.node, popen))
 
 
-def relay(stream, prefix, lock):
-    """Copy ``stream`` line by line to stdout under ``prefix``; of a progress bar redrawn
-    with carriage returns, only the last state."""
+def relay(stream, prefix, lock, output):
+    """Copy ``stream`` line by line to stdout under ``prefix``, noting each line in
+    ``output`` (an :class:`Output`); of a progress bar redrawn with carriage returns, only
+    the last state."""
     for raw in iter(stream.readline, b""):
         parts = [part for part in raw.decode(errors="replace").rstrip("\r\n").split("\r")
                  if part.strip()]
         if parts:
+            output.note(parts[-1])
             with lock:
                 sys.stdout.write("[%s] %s\n" % (prefix, parts[-1]))
                 sys.stdout.flush()
@@ -173,13 +211,28 @@ def describe_exit(returncode):
     return "exited with code %d" % returncode
 
 
+def describe_failure(launched):
+    """One clause on a failed process: its label, rank (once announced) and host, and for
+    a lost ssh connection or a cluster that never formed, its last line of output."""
+    name = distributed.label(launched.node)
+    if launched.output.rank is not None:
+        name += " (rank %d)" % launched.output.rank
+    code, last = launched.popen.returncode, launched.output.last_line
+    if launched.node.host and code == distributed.SSH_FAILED_EXIT_CODE:
+        return "%s: ssh to %s failed or lost its connection (exit %d): %s" % (
+            name, launched.node.host, code, last or "no message")
+    if code == distributed.CONNECT_TIMEOUT_EXIT_CODE:
+        return "%s found no cluster within --connect-timeout (exit %d): %s" % (
+            name, code, last)
+    return "%s %s" % (name, describe_exit(code))
+
+
 def _failures(launched):
-    return ["%s %s" % (distributed.label(p.node), describe_exit(p.popen.returncode))
-            for p in launched if p.popen.returncode not in (None, 0)]
+    return [p for p in launched if p.popen.returncode not in (None, 0)]
 
 
 def supervise(launched, grace):
-    """Wait for the workers; returns the failed processes' descriptions (empty: success).
+    """Wait for the workers; returns the failed processes (empty: success).
 
     A non-zero exit of any process is a failure. Once every worker has exited 0, the
     servers and scheduler get ``grace`` seconds to finish on their own."""
@@ -220,6 +273,15 @@ def stop(launched, grace):
     return len(running)
 
 
+def started_line(scheduler, launched):
+    """``scheduler at ADDRESS:PORT (pid N), server 0@HOST (pid M), ...``"""
+    where = "scheduler at %s:%s" % (scheduler.env["DMLC_PS_ROOT_URI"],
+                                     scheduler.env["DMLC_PS_ROOT_PORT"])
+    return ", ".join("%s (pid %d)" % (where if p.node.role == "scheduler" else
+                                      distributed.label(p.node), p.popen.pid)
+                     for p in launched)
+
+
 def _raise_interrupted(signum, frame):
     raise Interrupted(signum)
 
@@ -237,10 +299,9 @@ def run(specs, grace):
         start(specs, launched)
         for p in launched:
             relays.append(threading.Thread(target=relay, daemon=True, args=(
-                p.popen.stdout, distributed.label(p.node), lock)))
+                p.popen.stdout, distributed.label(p.node), lock, p.output)))
             relays[-1].start()
-        say("started %s" % ", ".join("%s (pid %d)" % (distributed.label(p.node), p.popen.pid)
-                                     for p in launched))
+        say("started %s" % started_line(specs[0], launched))
         failures = supervise(launched, grace)
     except Interrupted as interrupted:
         _ignore_signals()
@@ -251,7 +312,9 @@ def run(specs, grace):
     for thread in relays:
         thread.join(timeout=grace)
     if failures:
-        say("error: %s; stopped the other %d process(es)" % ("; ".join(failures), stopped))
+        # Described once their output has been read to the end: the last line says why.
+        say("error: %s; stopped the other %d process(es)" % (
+            "; ".join(describe_failure(p) for p in failures), stopped))
         return 1
     if stopped:
         say("warning: %d server/scheduler process(es) still ran %g s after the workers "
@@ -259,11 +322,21 @@ def run(specs, grace):
     return 0
 
 
+def check_scheduler_address(address):
+    """Refuse a scheduler address that is not this machine's: the scheduler runs here."""
+    try:
+        distributed.free_ports(1, address)
+    except OSError as err:
+        raise OptionsError("--scheduler-host %s: not an address of this machine, where the "
+                           "scheduler runs (%s)" % (address, err.strerror)) from None
+
+
 def launch(options, environ=None):
     """Run ``options.command`` on every worker of a new cluster until the workers end;
     returns the exit code: 0, 1 if any process failed, 128 + N after signal N. Call it from
     the main thread (it handles SIGINT, SIGTERM and SIGHUP meanwhile)."""
     hosts = read_hosts(options.host_file) if options.host_file else None
+    check_scheduler_address(scheduler_address(options, hosts))
     specs = process_specs(options, environ=environ, hosts=hosts)
     previous = {signum: signal.signal(signum, _raise_interrupted) for signum in HANDLED_SIGNALS}
     try:
