@@ -31,7 +31,7 @@ LINEAR = textwrap.dedent("""
     import sys
     import mxnet as mx
     import numpy as np
-    from zoo.distributed import create_dist_kvstore
+    from zoo.distributed.cluster import create_dist_kvstore
     data, batch, kind, output = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
     x, y = np.load(data)["x"], np.load(data)["y"]
     kv = create_dist_kvstore(kind) if kind.startswith("dist") else None
@@ -54,7 +54,7 @@ LINEAR = textwrap.dedent("""
 # Each worker keeps summing gradients through the servers until it is stopped.
 PUSHPULL_LOOP = textwrap.dedent("""
     import mxnet as mx
-    from zoo.distributed import create_dist_kvstore
+    from zoo.distributed.cluster import create_dist_kvstore
     kv = create_dist_kvstore("dist_sync")
     kv.init("w", mx.nd.zeros((1000,)))
     gradient = mx.nd.ones((1000,))
