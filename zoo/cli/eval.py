@@ -25,7 +25,7 @@ def run(args):
     print("%d images of %s/%s, epoch %d%s" % (
         result.images, args.data_root, args.split, result.epoch,
         ", int8 (%s calibration)" % calibration["mode"] if calibration else ""))
-    print(format_table(result.class_names, result.voc))
+    print(format_table(result.class_names, dict(result.voc, coco=result.coco_classes)))
     print("COCO AP %.4f  AP50 %.4f  AP75 %.4f"
           % (result.coco["AP"], result.coco["AP50"], result.coco["AP75"]))
     print("results written to %s" % result.output)

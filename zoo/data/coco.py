@@ -33,6 +33,9 @@ class COCODataset(DetectionDataset):
 
     def __init__(self, annotation_json, image_dir, skip_bad=False):
         self.annotation_json, self.image_dir = annotation_json, image_dir
+        if not os.path.isdir(image_dir):
+            raise data_error(image_dir, "no such image folder (the folder the file_name "
+                             "entries of %s are under)" % annotation_json)
         self.source = annotation_json
         data = load_json(annotation_json)
         categories = parse_categories(data, annotation_json)
@@ -42,6 +45,21 @@ class COCODataset(DetectionDataset):
         self.coco = build_index(data, policy, annotation_json)
         records = policy.parse_each(sorted(self.coco.imgs), self._load)
         super().__init__(policy.finish(records), [name for _, name in categories])
+
+    def result_ids(self):
+        """``(image ids, category ids)`` COCO results name the records and classes by:
+        the file's own."""
+        return self.image_ids, list(self.category_ids)
+
+    def ground_truth(self):
+        """The file's COCO dict on the records' images (a skipped image is not scored);
+        an annotation without ``area`` gets its box's, which COCOeval needs."""
+        kept = set(self.image_ids)
+        annotations = [dict(ann, area=ann.get("area", ann["bbox"][2] * ann["bbox"][3]))
+                       for ann in self.coco.dataset["annotations"] if ann["image_id"] in kept]
+        return {"images": [image for image in self.coco.dataset["images"]
+                           if image["id"] in kept],
+                "annotations": annotations, "categories": self.coco.dataset["categories"]}
 
     def _load(self, image_id):
         """The record of one image: its entry, its annotations and its file checked."""
@@ -104,10 +122,20 @@ def parse_categories(data, source):
             raise data_error(source, "categories[%d] needs an integer id and a name" % position)
         if category["id"] in categories:
             raise data_error(source, "category id %d appears twice" % category["id"])
+        check_new_name(categories, category, source)
         categories[category["id"]] = category["name"]
     if not categories:
         raise data_error(source, "no categories")
     return sorted(categories.items())
+
+
+def check_new_name(categories, category, source):
+    """:class:`DataError` if ``category``'s name is already one of ``categories`` (id ->
+    name): a model's classes are told apart by name."""
+    for known_id, name in categories.items():
+        if name == category["name"]:
+            raise data_error(source, "category name %r appears twice (ids %d and %d): class "
+                             "names must be unique" % (name, known_id, category["id"]))
 
 
 def build_index(data, policy, source):

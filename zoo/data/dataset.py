@@ -63,6 +63,20 @@ class DetectionDataset:
         """Keep only the items at ``indices``, in order."""
         self.records = [self.records[index] for index in indices]
 
+    def result_ids(self):
+        """``(image ids, category ids)`` COCO results name the records and classes by:
+        record indices and class id + 1 (a COCO file's own ids for its dataset)."""
+        return list(range(len(self))), list(range(1, len(self.class_names) + 1))
+
+    def ground_truth(self):
+        """The format's own COCO ground truth (a dict), or None to make it from the
+        records."""
+        return None
+
+    def file_names(self):
+        """What names each record's image in results: its file, else its key."""
+        return [record.path if record.path else str(record.key) for record in self.records]
+
     @property
     def image_ids(self):
         """The format's own image ids (VOC ids, COCO image ids, .lst indices), in order."""

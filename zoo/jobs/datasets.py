@@ -6,9 +6,20 @@ from ..data.factory import open_dataset
 from ..errors import DataError, OptionsError
 
 
-def data_name(options):
-    """``kind:root/split`` of the options' dataset, as messages and results name it."""
-    return "%s:%s/%s" % (options.dataset, options.data_root, options.split)
+def data_name(options, split=None):
+    """``kind:root/split`` of the options' dataset (``split`` default ``options.split``), or
+    ``coco:FILE`` of a named COCO annotation file, as messages and results name it."""
+    split = options.split if split is None else split
+    if options.annotations:
+        return "%s:%s" % (options.dataset, options.annotations.replace("{split}", split))
+    return "%s:%s/%s" % (options.dataset, options.data_root, split)
+
+
+def open_split(options, split):
+    """Split ``split`` of the dataset the options name (``dataset``, ``data_root``,
+    ``skip_bad`` and, for COCO, ``annotations`` and ``image_dir``)."""
+    return open_dataset(options.dataset, options.data_root, split, options.skip_bad,
+                        options.annotations, options.image_dir)
 
 
 def open_for_artifact(options, loaded):
@@ -17,7 +28,7 @@ def open_for_artifact(options, loaded):
     :func:`class_lookup`). With ``skip_bad`` every image is decoded first and the bad ones
     dropped (one warning with the count), since the job's loader stops at a bad image;
     without it that first bad image already stops the job with one line."""
-    dataset = open_dataset(options.dataset, options.data_root, options.split, options.skip_bad)
+    dataset = open_split(options, options.split)
     lookup = class_lookup(options, list(dataset.class_names), loaded)
     if options.skip_bad:
         dataset.verify(skip_bad=True, num_workers=options.data_threads)

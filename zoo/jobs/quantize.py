@@ -25,6 +25,8 @@ class QuantizeOptions:
     output: Optional[str] = None         # prefix; None: <checkpoint>-int8
     data_threads: Optional[int] = None
     skip_bad: bool = False
+    annotations: Optional[str] = None    # coco: the annotation file ({split}: the split)
+    image_dir: Optional[str] = None      # coco: the image folder ({split}: the split)
     # None: the dataset's classes are the artifact's; else pairs (dataset class, artifact
     # class), see jobs.datasets.class_lookup (calibration only needs matching images)
     class_map: Optional[Tuple[Tuple[str, str], ...]] = None

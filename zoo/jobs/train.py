@@ -10,7 +10,6 @@ from typing import Optional, Tuple
 from .. import artifact
 from ..config import load_config
 from ..data import DetectionLoader, train_transform
-from ..data.factory import open_dataset
 from ..distributed import create_dist_kvstore, is_distributed
 from ..engine.hooks import default_hooks, last_checkpoint_note
 from ..engine.trainer import OptimizerOptions, Trainer, TrainerOptions, TrainingInterrupted
@@ -18,6 +17,7 @@ from ..errors import ConfigError, OptionsError
 from ..model import build_model
 from ..registry import get_config, list_models
 from . import LOG_FORMAT
+from .datasets import open_split
 
 LOG = logging.getLogger("zoo.train")
 KV_STORES = ("local", "device", "dist_sync", "dist_device_sync", "dist_async")
@@ -56,6 +56,8 @@ class TrainOptions:
     max_expand: float = 4.0              # largest zoom-out of SSD's augmentation (1: none)
     crop: bool = True                    # SSD's IoU-constrained random crop
     skip_bad: bool = False
+    annotations: Optional[str] = None    # coco: the annotation file ({split}: the split)
+    image_dir: Optional[str] = None      # coco: the image folder ({split}: the split)
     memory_saving: bool = False
     progress: bool = True
 
@@ -92,8 +94,8 @@ def make_trainer(options, kvstore=None):
     """The :class:`Trainer` of a run; with a dist ``kvstore`` this worker trains on its
     rank's shard and only rank 0 validates and writes checkpoints."""
     rank, num_workers = (kvstore.rank, kvstore.num_workers) if kvstore is not None else (0, 1)
-    train_set = open_dataset(options.dataset, options.data_root, options.train_split,
-                             options.skip_bad)
+    check_split_paths(options)
+    train_set = open_split(options, options.train_split)
     check_batch_size(options, len(train_set), num_workers)
     val_set = open_val_set(options) if options.val_split and rank == 0 else None
     model = build_train_model(options, train_set.class_names)
@@ -119,10 +121,19 @@ def make_trainer(options, kvstore=None):
 def open_val_set(options):
     """The validation split with every image decoded once: a bad one stops the run now, in
     one line, rather than after the first epoch (with ``skip_bad`` it is dropped)."""
-    val_set = open_dataset(options.dataset, options.data_root, options.val_split,
-                           options.skip_bad)
+    val_set = open_split(options, options.val_split)
     val_set.verify(skip_bad=options.skip_bad, num_workers=options.data_threads)
     return val_set
+
+
+def check_split_paths(options):
+    """Refuse one COCO annotation file for both splits: validation would score the
+    training images."""
+    if (options.annotations and "{split}" not in options.annotations and options.val_split
+            and options.val_split != options.train_split):
+        raise OptionsError("--annotations %s names one file for both --train-split %s and "
+                           "--val-split %s: put {split} in it, or pass --val-split ''"
+                           % (options.annotations, options.train_split, options.val_split))
 
 
 def check_batch_size(options, samples, num_workers):
