@@ -18,13 +18,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .data.images import read_image
+from .data.orientation import check_exif_choice, read_in_frame
 from .data.transforms import NO_LABEL, inference_transform, pad_batch
 from .errors import DataError
 from .metrics.coco import corners_to_xywh, default_category_id
 
 EXPECTED_IMAGE = ("a path or an RGB uint8 array of shape HxW (gray), HxWx3 or HxWx4 "
                   "(alpha dropped)")
+FRAMES = {"apply": "displayed", "ignore": "stored"}
+"""The frame of :class:`Detections` under each ``exif`` choice."""
 PREFETCH_BATCHES = 2
 """Batches prepared ahead of the one running: enough to hide a slow decode."""
 
@@ -35,12 +37,15 @@ class Detections:
 
     ``boxes`` (N, 4) float32 corners ``[x1, y1, x2, y2]`` in pixels of the input
     image, ``scores`` (N,) float32, ``labels`` (N,) int64 class ids and ``names``
-    their class names.
+    their class names. ``frame`` is the image frame the boxes are in: ``"displayed"``
+    (a photo turned as its EXIF orientation says, as a viewer shows it; an array as
+    given) or ``"stored"`` (the file's pixels as stored, EXIF ignored).
     """
     boxes: np.ndarray
     scores: np.ndarray
     labels: np.ndarray
     names: list
+    frame: str = "displayed"
 
     def __len__(self):
         return len(self.scores)
@@ -74,14 +79,15 @@ def label_names(class_names, labels):
     return [class_names[label] if label < len(class_names) else str(label) for label in labels]
 
 
-def rgb_image(image, index=0):
-    """An HxWx3 uint8 RGB array from a path or an array the detector accepts.
+def rgb_image(image, index=0, exif="apply"):
+    """An HxWx3 uint8 RGB array from a path or an array the detector accepts; a file is
+    turned as its EXIF orientation says unless ``exif`` is ``"ignore"``.
 
     Raises :class:`DataError` (a ValueError) naming input ``index`` for anything else.
     """
     if isinstance(image, (str, os.PathLike)):
         try:
-            return read_image(os.fspath(image))
+            return read_in_frame(os.fspath(image), exif)
         except DataError as err:
             raise DataError("image %d: %s" % (index, err)) from None
     if not isinstance(image, np.ndarray):
@@ -125,10 +131,13 @@ class BatchDetector(abc.ABC):
     """Detects objects on images with a graph a subclass runs (:meth:`run`).
 
     ``class_names`` name the labels; ``preprocessing`` (a dict of :mod:`zoo.preprocessing`)
-    makes the graph's inputs. One call at a time: a subclass may share state between calls.
+    makes the graph's inputs; ``exif`` is ``"apply"`` (photos turned as their EXIF
+    orientation says, boxes in the frame a viewer shows) or ``"ignore"`` (the stored
+    pixels). One call at a time: a subclass may share state between calls.
     """
 
-    def __init__(self, class_names, preprocessing):
+    def __init__(self, class_names, preprocessing, exif="apply"):
+        self.exif = check_exif_choice(exif)
         self.class_names = list(class_names)
         self.transform = inference_transform(preprocessing)
         self.workers = preparing_threads()
@@ -193,7 +202,7 @@ class BatchDetector(abc.ABC):
 
     def prepare(self, image, index):
         """Decode and preprocess one image: ``(transform output, (width, height))``."""
-        image = rgb_image(image, index)
+        image = rgb_image(image, index, self.exif)
         return self.transform(image, NO_LABEL), (image.shape[1], image.shape[0])
 
     def detections(self, rows, size, score_threshold, max_detections):
@@ -206,4 +215,4 @@ class BatchDetector(abc.ABC):
         return Detections(
             boxes=(rows[:, 2:6] * np.array([width, height, width, height])).astype(np.float32),
             scores=rows[:, 1].astype(np.float32), labels=labels,
-            names=label_names(self.class_names, labels))
+            names=label_names(self.class_names, labels), frame=FRAMES[self.exif])

@@ -8,6 +8,7 @@ import os
 import re
 
 from ..data.factory import KINDS
+from ..data.orientation import EXIF_CHOICES
 
 CTX_PATTERN = re.compile(r"cpu|gpu\d+(,\d+)*")
 
@@ -184,6 +185,12 @@ def add_batch_flag(parser, default):
 
 def add_ctx_flag(parser):
     parser.add_argument("--ctx", type=ctx, default="cpu", help="'cpu' or 'gpu0,1,...'")
+
+
+def add_exif_flag(parser):
+    parser.add_argument("--exif", choices=EXIF_CHOICES, default="apply",
+                        help="'apply': turn a photo as its EXIF orientation says, boxes in the "
+                             "frame a viewer shows; 'ignore': the stored pixels")
 
 
 def add_progress_flag(parser):

@@ -6,6 +6,7 @@ difficult so VOC-style metrics ignore them. The COCO object, image ids and the
 category map are kept so predictions can be written back as COCO results.
 """
 import contextlib
+import dataclasses
 import io
 import json
 import os
@@ -13,8 +14,8 @@ import os
 from pycocotools.coco import COCO
 
 from ..validate import is_number
-from .dataset import DetectionDataset, check_image_size, contained_path
-from .images import check_image_file
+from .dataset import DetectionDataset, contained_path
+from .orientation import FramePolicy
 from .records import SkipPolicy, data_error, make_record
 
 
@@ -41,9 +42,10 @@ class COCODataset(DetectionDataset):
         categories = parse_categories(data, annotation_json)
         self.category_ids = [category_id for category_id, _ in categories]
         self.class_of_category = {cid: index for index, cid in enumerate(self.category_ids)}
-        policy = SkipPolicy(skip_bad, annotation_json)
+        policy, self.frames = SkipPolicy(skip_bad, annotation_json), FramePolicy(annotation_json)
         self.coco = build_index(data, policy, annotation_json)
         records = policy.parse_each(sorted(self.coco.imgs), self._load)
+        self.frames.finish()
         super().__init__(policy.finish(records), [name for _, name in categories])
 
     def result_ids(self):
@@ -78,8 +80,7 @@ class COCODataset(DetectionDataset):
         path = contained_path(self.image_dir, entry["file_name"], source, "file_name")
         record = make_record(source, path, entry["width"], entry["height"], boxes, class_ids,
                              difficult, key=image_id)
-        check_image_size(*check_image_file(path)[1:], record, path)
-        return record
+        return dataclasses.replace(record, orientation=self.frames.frame(path, record))
 
     def _class_id(self, ann, source):
         """The contiguous class id of an annotation's category."""

@@ -4,6 +4,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from .conventions import CONTINUOUS, check_box_convention
 from .images import read_image
+from .orientation import orient
 from .records import SkipPolicy, data_error
 
 
@@ -30,7 +31,7 @@ class DetectionDataset:
 
     def __getitem__(self, index):
         record = self.records[index]
-        image = read_image(record.path)
+        image = orient(read_image(record.path), record.orientation)
         check_image_size(image.shape[1], image.shape[0], record, record.path)
         return image, record.label()
 
