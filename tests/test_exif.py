@@ -174,3 +174,16 @@ def test_coco_reader_decides_each_frame_too(tmp_path):
         dataset = COCODataset(str(path), str(images))
     assert [r.orientation for r in dataset.records] == [6, 1, 1]
     assert dataset[0][0].shape == (128, 64, 3) and dataset[1][0].shape == (64, 128, 3)
+
+
+def test_packing_refuses_a_photo_annotated_turned(tmp_path):
+    from zoo.data.recordio import write_record_files
+    root = voc_folder(str(tmp_path / "voc"), [("turned", 6, (128, 64), (64, 128)),
+                                              ("plain", 1, (128, 64), (128, 64))])
+    dataset = VOCDataset(root, "val")
+    with pytest.raises(zoo.DataError, match="turned.jpg: annotated on the picture its EXIF "
+                                            "orientation 6 turns \\(64x128\\)"):
+        write_record_files(dataset, str(tmp_path / "pack" / "voc"))
+    with pytest.warns(UserWarning, match="skipped 1 bad record"):
+        assert write_record_files(dataset, str(tmp_path / "pack" / "voc"),
+                                  skip_bad=True)[0] == 1
