@@ -25,7 +25,7 @@ from . import FORMAT, GRAPH_PREPROCESSING, OUTPUT
 IMAGE_INPUTS = {"none": "data", "normalize": "image"}
 """The image input of each ``zoo.graph_preprocessing``."""
 IM_INFO = "im_info"
-INSTALL = "pip install 'mxnet-detection-zoo[onnx]'"
+INSTALL = "pip install -e '.[onnx]' in the zoo's checkout"
 JSON_METADATA = {
     # key: (whether a decoded value is good, what is expected)
     "zoo.class_names": (lambda value: isinstance(value, list) and len(value) > 0
