@@ -4,6 +4,7 @@ open the datasets, build the model, the augmentation and the loader, and run
 :class:`zoo.engine.trainer.Trainer` with the default hooks."""
 import logging
 import os
+import shlex
 from dataclasses import asdict, dataclass
 from typing import Optional, Tuple
 
@@ -17,9 +18,11 @@ from ..errors import ConfigError, OptionsError
 from ..model import build_model
 from ..registry import get_config, list_models
 from . import LOG_FORMAT
-from .datasets import open_split
+from .datasets import data_name, open_split
 
 LOG = logging.getLogger("zoo.train")
+CLASSES_SHOWN = 8
+"""Class names the header line lists before "...". """
 KV_STORES = ("local", "device", "dist_sync", "dist_device_sync", "dist_async")
 
 
@@ -99,6 +102,7 @@ def make_trainer(options, kvstore=None):
     check_batch_size(options, len(train_set), num_workers)
     val_set = open_val_set(options) if options.val_split and rank == 0 else None
     model = build_train_model(options, train_set.class_names)
+    LOG.info("%s", header_line(options, model, len(train_set)))
     transform = train_transform(model.preprocessing(), options.max_expand, options.crop)
     max_objects = max(1, max(len(r.class_ids) for r in train_set.records))
     loader = DetectionLoader(train_set, options.batch_size, transform, shuffle=True,
@@ -116,6 +120,30 @@ def make_trainer(options, kvstore=None):
                           run=run_record(options))
     return Trainer(model, loader, trainer_options(options), optimizer_options(options),
                    hooks=hooks, kvstore=kvstore)
+
+
+def header_line(options, model, images):
+    """What a run trains, on what, and where its artifact goes, in one line."""
+    names = model.config["class_names"]
+    shown = ", ".join(names[:CLASSES_SHOWN]) + (", ..." if len(names) > CLASSES_SHOWN else "")
+    return ("training %s: %d images of %s, %d classes (%s), %s parameters, batch %d, "
+            "%d epochs, output %s" % (
+                model.name, images, data_name(options, options.train_split), len(names),
+                shown, "{:,}".format(model.num_params()), options.batch_size, options.epochs,
+                os.path.join(options.output_dir, model.name)))
+
+
+def eval_command(options, prefix):
+    """The ``zoo eval`` command line that scores the artifact at ``prefix`` on the run's
+    validation split (its training split if it had none)."""
+    flags = ["--checkpoint", prefix,
+             "--dataset", "voc" if options.dataset == "embedded" else options.dataset,
+             "--data-root", options.data_root, "--split",
+             options.val_split or options.train_split]
+    for flag, value in (("--annotations", options.annotations),
+                        ("--image-dir", options.image_dir)):
+        flags += [flag, value] if value else []
+    return "zoo eval " + " ".join(shlex.quote(flag) for flag in flags)
 
 
 def open_val_set(options):
