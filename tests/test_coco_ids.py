@@ -112,6 +112,7 @@ def test_eval_writes_the_datasets_own_ids_and_pycocotools_agrees(
     assert pycocotools_ap(annotation_file, results_file) == pytest.approx(saved["coco"]["AP"],
                                                                           abs=1e-12)
     assert ap == pytest.approx(saved["coco"]["AP"], abs=5e-5)
+    assert printed.startswith("%d images of %s, epoch 0" % (len(IMAGES), annotation_file))
     # Per-class COCO AP beside the VOC metrics, one row per class in category-id order.
     table = printed[printed.index("class"):].splitlines()
     assert table[0].split() == ["class", "voc07", "voc_area", "coco"]
@@ -155,3 +156,14 @@ def test_duplicate_category_names_are_refused_in_one_line(tmp_path, capsys):
         COCODataset(str(path), str(tmp_path))
     assert str(error.value) == ("%s: category name 'cat' appears twice (ids 3 and 12): class "
                                 "names must be unique" % path)
+
+
+def test_training_refuses_one_annotation_file_for_both_splits(own_coco, tmp_path, capsys):
+    annotation_file, image_dir = own_coco
+    assert zoo_main(["train", "--network", "ssd_mobilenetv2_stride8", "--dataset", "coco",
+                     "--annotations", annotation_file, "--image-dir", image_dir,
+                     "--output-dir", str(tmp_path), "--no-progress"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err == ("zoo train: error: --annotations %s names one file for both --train-split "
+                   "train and --val-split val: put {split} in it, or pass --val-split ''"
+                   % annotation_file)
