@@ -187,3 +187,19 @@ def test_packing_refuses_a_photo_annotated_turned(tmp_path):
     with pytest.warns(UserWarning, match="skipped 1 bad record"):
         assert write_record_files(dataset, str(tmp_path / "pack" / "voc"),
                                   skip_bad=True)[0] == 1
+
+
+def test_the_onnx_detector_turns_photos_too(tmp_path):
+    pytest.importorskip("onnxruntime")
+    from test_onnx_runtime import write_export
+    from zoo.onnx.runtime import load_onnx_detector
+    path = str(tmp_path / "phone.jpg")
+    photo(path, 6)
+    export = write_export(tmp_path / "toy.onnx")  # boxes at fixed fractions of the image
+    turned = load_onnx_detector(export)(path, score_threshold=0.0)
+    kept = load_onnx_detector(export, exif="ignore")(path, score_threshold=0.0)
+    assert (turned.frame, kept.frame) == ("displayed", "stored")
+    np.testing.assert_allclose(turned.boxes[:, 2:].max(axis=0), [0.9 * 64, 0.9 * 128],
+                               rtol=1e-5)
+    np.testing.assert_allclose(kept.boxes[:, 2:].max(axis=0), [0.9 * 128, 0.9 * 64],
+                               rtol=1e-5)
