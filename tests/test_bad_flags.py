@@ -141,7 +141,8 @@ USER_ERRORS = [
      lambda d, t: "format voc needs root"),
     (lambda d, t: ["launch", "-n", "1"], lambda d, t: "give the worker command after '--'"),
     (lambda d, t: ["benchmark-detector", "--images", str(t / "nowhere")],
-     lambda d, t: "%s: no JPEG files (*.jpg, *.jpeg)" % (t / "nowhere")),
+     lambda d, t: "--images %s: cannot list the folder: No such file or directory"
+                  % (t / "nowhere")),
 ]
 
 
