@@ -203,3 +203,12 @@ def test_the_onnx_detector_turns_photos_too(tmp_path):
                                rtol=1e-5)
     np.testing.assert_allclose(kept.boxes[:, 2:].max(axis=0), [0.9 * 128, 0.9 * 64],
                                rtol=1e-5)
+
+
+def test_exif_segment_found_past_fill_bytes_and_standalone_markers(tmp_path):
+    path = str(tmp_path / "p.jpg")
+    photo(path, 6)
+    data = open(path, "rb").read()
+    assert exif_orientation(data[:2] + b"\xff\xff\x01" + data[2:]) == 6  # fill, then TEM
+    assert exif_orientation(data[:30]) is None  # cut short inside the segment: read more
+    assert exif_orientation(data[:2] + b"\x00" + data[2:]) == 1  # not a marker: no turn

@@ -56,8 +56,11 @@ def jpeg_orientation(data):
         if data[position] != 0xFF:
             return 1  # not a marker: a damaged header, which decoding reports
         marker = data[position + 1]
-        if marker == 0xFF or marker in JPEG_STANDALONE_MARKERS:
+        if marker == 0xFF:  # a fill byte before the marker
             position += 1
+            continue
+        if marker in JPEG_STANDALONE_MARKERS:  # no length field
+            position += 2
             continue
         if marker in JPEG_FRAME_MARKERS or marker in (0xDA, 0xD9):
             return 1  # EXIF comes before the frame header
