@@ -49,10 +49,19 @@ def test_orientation_is_read_from_the_header_without_decoding(tmp_path, monkeypa
     photo(path, 8, comment_bytes=20000)  # the EXIF segment outgrows the first read
     plain = str(tmp_path / "plain.jpg")
     Image.fromarray(np.zeros((10, 20, 3), np.uint8)).save(plain)
+    others = []
+    for extension in ("png", "webp", "tiff"):  # EXIF in a PNG eXIf chunk, WebP, TIFF tags
+        others.append(str(tmp_path / ("p." + extension)))
+        exif = Image.Exif()
+        exif[0x0112] = 5
+        Image.fromarray(np.zeros((10, 20, 3), np.uint8)).save(others[-1], exif=exif.tobytes())
     import simplejpeg
+    from PIL import ImageFile
     monkeypatch.setattr(simplejpeg, "decode_jpeg", lambda *a, **k: pytest.fail("decoded"))
-    monkeypatch.setattr(Image.Image, "load", lambda *a, **k: pytest.fail("decoded"))
+    for loader in (Image.Image, ImageFile.ImageFile):
+        monkeypatch.setattr(loader, "load", lambda *a, **k: pytest.fail("decoded"))
     assert file_orientation(path) == 8 and file_orientation(plain) == 1
+    assert [file_orientation(other) for other in others] == [5, 5, 5]
 
 
 @pytest.fixture(scope="module")

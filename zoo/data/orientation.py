@@ -43,9 +43,21 @@ def exif_orientation(data):
         return jpeg_orientation(data)
     try:
         with Image.open(io.BytesIO(data)) as image:
-            return valid_orientation(image.getexif().get(ORIENTATION_TAG, 1))
+            return header_orientation(image)
     except Exception:  # noqa: BLE001 - a header Pillow cannot parse shows unturned
         return 1
+
+
+def header_orientation(image):
+    """The orientation of an image Pillow has opened but not decoded: from the EXIF block
+    its header holds (PNG eXIf before the pixels, WebP EXIF), or a TIFF's own tag.
+    (``getexif`` is not used: for a PNG it decodes the pixels to look further.)"""
+    exif = image.info.get("exif")
+    if isinstance(exif, bytes):
+        return tiff_orientation(exif[len(EXIF_HEADER):] if exif.startswith(EXIF_HEADER)
+                                else exif)
+    tags = getattr(image, "tag_v2", None)
+    return valid_orientation(tags.get(ORIENTATION_TAG, 1)) if tags is not None else 1
 
 
 def jpeg_orientation(data):
