@@ -81,10 +81,13 @@ def own_coco(detector_prefix, tmp_path_factory):
     return str(path), str(images)
 
 
-def pycocotools_ap(annotation_file, results_file):
-    """COCO AP of a results file on an annotation file, by pycocotools alone."""
+def pycocotools_ap(annotation_file, results_file, category=None):
+    """COCO AP of a results file on an annotation file (of one category, if given), by
+    pycocotools alone."""
     ground_truth = COCO(annotation_file)
     evaluator = COCOeval(ground_truth, ground_truth.loadRes(results_file), "bbox")
+    if category is not None:
+        evaluator.params.catIds = [category]
     evaluator.evaluate()
     evaluator.accumulate()
     evaluator.summarize()
@@ -119,7 +122,10 @@ def test_eval_writes_the_datasets_own_ids_and_pycocotools_agrees(
     assert [row.split()[0] for row in table[1:4]] == CLASS_NAMES
     assert set(saved["coco_classes"]) == set(CLASS_NAMES) | {"mAP"}
     assert saved["coco_classes"]["mAP"] == saved["coco"]["AP"]
-    assert all(-1 <= saved["coco_classes"][name] <= 1 for name in CLASS_NAMES)
+    for category, name in CATEGORIES:
+        assert saved["coco_classes"][name] == pytest.approx(
+            pycocotools_ap(annotation_file, results_file, category), abs=1e-12), name
+    assert len({saved["coco_classes"][name] for name in CLASS_NAMES}) > 1
 
 
 def test_default_layout_and_a_missing_image_folder(detector_prefix, own_coco, tmp_path,
