@@ -1,16 +1,20 @@
-# Two commands set everything up on a fresh machine: `make demo` and `make test`.
+# Two commands set everything up on a fresh machine: `make demo` and `make test`
+# (`make install` sets up alone).
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-slow check clean
+.PHONY: install demo test test-slow check clean
 
 $(STAMP): setup.cfg pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[test]'
 	touch $(STAMP)
+
+# Set up only: .venv with the checkout installed (editable, test extras); runs nothing.
+install: $(STAMP)
 
 demo: $(STAMP)
 	$(PY) -m zoo quickstart --output-dir output

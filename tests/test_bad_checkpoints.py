@@ -16,7 +16,6 @@ import zoo
 from zoo import artifact
 from zoo.artifact import ArtifactError
 from zoo.cli import main
-from zoo.data import embedded
 from zoo.jobs.datasets import relabel
 
 NETWORK = "ssd_mobilenetv2_stride8"

@@ -5,7 +5,6 @@ import mxnet as mx
 import pytest
 
 from zoo.cli import main
-from zoo.data import embedded
 
 NETWORK = "ssd_mobilenetv2_stride8"
 TRAIN = ["train", "--network", NETWORK]
@@ -135,7 +134,8 @@ USER_ERRORS = [
      lambda d, t: "format voc needs root"),
     (lambda d, t: ["launch", "-n", "1"], lambda d, t: "give the worker command after '--'"),
     (lambda d, t: ["benchmark-detector", "--images", str(t / "nowhere")],
-     lambda d, t: "%s: no JPEG files (*.jpg, *.jpeg)" % (t / "nowhere")),
+     lambda d, t: "--images %s: cannot list the folder: No such file or directory"
+                  % (t / "nowhere")),
 ]
 
 

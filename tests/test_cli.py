@@ -4,6 +4,8 @@ through ``python -m zoo`` from another folder."""
 import ast
 import json
 import os
+import re
+import shlex
 import subprocess
 import sys
 
@@ -150,6 +152,16 @@ def test_train_eval_demo_quantize_export_from_other_folders(shapes192, tmp_path,
     assert done.returncode == 0, done.stderr[-2000:]
     assert "checkpoints and log in %s" % (work / "run") in done.stdout
     assert artifact.epochs(str(work / "run" / "tiny")) == [1]
+    # It starts by saying what it trains, and ends naming the artifact and how to use it.
+    assert re.search(r"training tiny: 8 images of voc:%s/train, 4 classes \(%s\), [\d,]+ "
+                     r"parameters, batch 4, 1 epochs, output run/tiny$" % (
+                         re.escape(shapes192), ", ".join(embedded.CLASSES)),
+                     done.stderr, re.MULTILINE), done.stderr[-2000:]
+    footer = done.stdout.strip().splitlines()[-1]
+    assert footer.startswith("artifact run/tiny (best validated epoch 1); evaluate it with: ")
+    printed = shlex.split(footer.split("evaluate it with: ")[1])
+    assert printed[:2] == ["zoo", "eval"]
+    assert zoo_run(*printed[1:], "--no-progress", cwd=work).returncode == 0
     os.remove(str(work / "myconfigs" / "tiny.yaml"))
     prefix = "../work/run/tiny"
     done = zoo_run("eval", "--checkpoint", prefix, "--data-root", "shapes", "--no-progress",

@@ -19,7 +19,6 @@ import pytest
 from test_training import InMemoryDataset, loader, prefix_in, tiny_model, train
 from zoo import artifact
 from zoo.cli import main
-from zoo.data import embedded
 from zoo.engine.hooks import Hook, default_hooks
 from zoo.engine.trainer import (OptimizerOptions, Trainer, TrainerOptions, TrainingError,
                                 TrainingInterrupted)

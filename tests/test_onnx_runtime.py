@@ -265,7 +265,7 @@ def test_without_onnxruntime_the_error_says_what_to_install(tmp_path, monkeypatc
     with pytest.raises(ImportError) as caught:
         OnnxDetector(write_export(tmp_path / "toy.onnx"))
     assert str(caught.value) == ("zoo.onnx.runtime needs onnxruntime: "
-                                 "pip install 'mxnet-detection-zoo[onnx]'")
+                                 "pip install -e '.[onnx]' in the zoo's checkout")
 
 
 def run_python(code, tmp_path):

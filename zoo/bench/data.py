@@ -39,6 +39,8 @@ class DataBenchmarkOptions:
     data_root: Optional[str] = None      # embedded: output/shapes_<image_size>, generated
     split: str = "train"
     skip_bad: bool = False
+    annotations: Optional[str] = None    # coco: the annotation file ({split}: the split)
+    image_dir: Optional[str] = None      # coco: the image folder ({split}: the split)
     image_size: int = 448                # embedded only: side of the generated JPEGs
     num_images: int = 64                 # embedded only: images generated
     data_shape: int = 512
@@ -140,7 +142,7 @@ def open_benchmark_dataset(options):
                           image_size=options.image_size)
         return open_dataset("voc", root, options.split, skip_bad=options.skip_bad)
     return open_dataset(options.dataset, options.data_root, options.split,
-                        skip_bad=options.skip_bad)
+                        options.skip_bad, options.annotations, options.image_dir)
 
 
 def gluoncv_dataset(dataset, options):

@@ -1,4 +1,4 @@
-"""Images/s through :class:`zoo.Detector` (JPEG files in, decoding included) against the
+"""Images/s through :class:`zoo.Detector` (image files in, decoding included) against the
 pure-inference images/s of the same graph at the same batch size, in one process.
 
 Pure inference is the detector's own :class:`zoo.predictor.Predictor` run on batches
@@ -7,28 +7,29 @@ preprocessing and post-processing cost once they overlap inference. Runs of the 
 alternate, and the best of each is reported, so that other load on the machine hurts
 neither more than the other.
 """
-import glob
 import os
 from dataclasses import dataclass
 from typing import Optional
 
 from zoo.data import embedded
+from zoo.data.images import read_image
 from zoo.inference.detector import Detector, load_detector
 from zoo.inference.runner import ImageList
 from zoo.bench.timing import seconds
-from zoo.errors import OptionsError
+from zoo.errors import DataError, OptionsError
 from zoo.config.registry import unknown_network
 from zoo.model import get_model
 
 __all__ = ["DetectorBenchmarkOptions", "benchmark_detector", "report"]
 
-JPEG_PATTERNS = ("*.jpg", "*.jpeg", "*.JPG", "*.JPEG")
+SKIPS_NAMED = 5
+"""Skipped files named in the report; the rest are counted."""
 
 
 @dataclass(frozen=True)
 class DetectorBenchmarkOptions:
     """What to time: a registered ``network`` with random weights at ``data_shape``, or a
-    saved ``checkpoint`` (artifact prefix) as saved; on the JPEGs of ``image_dir``, or on
+    saved ``checkpoint`` (artifact prefix) as saved; on the images of ``image_dir``, or on
     ``num_images`` of the embedded dataset's images (``image_size`` pixels square),
     generated into ``work_dir`` when no folder is given."""
     network: Optional[str] = "ssd_mobilenetv2_stride8"
@@ -60,18 +61,49 @@ def make_detector(options):
 
 
 def image_paths(options):
-    """The JPEG files to detect on: ``image_dir``'s, or freshly generated ones."""
+    """``(paths, skipped)``: the image files to detect on, ``image_dir``'s or freshly
+    generated ones, and ``"name: reason"`` of each file of the folder that is not a
+    readable image."""
     folder = options.image_dir
     if folder is None:
         root = os.path.join(options.work_dir, "shapes")
         embedded.generate(root, num_train=options.num_images, num_val=0,
                           image_size=options.image_size)
         folder = os.path.join(root, "JPEGImages")
-    paths = sorted({path for pattern in JPEG_PATTERNS
-                    for path in glob.glob(os.path.join(folder, pattern))})
+    try:
+        names = sorted(os.listdir(folder))
+    except OSError as err:
+        raise OptionsError("--images %s: cannot list the folder: %s"
+                           % (folder, err.strerror or err))
+    paths, skipped = [], []
+    for name in names:
+        path = os.path.join(folder, name)
+        if not os.path.isfile(path):
+            continue  # subfolders are not searched
+        problem = unreadable_image(path)
+        if problem:
+            skipped.append("%s: %s" % (name, problem))
+        else:
+            paths.append(path)
     if not paths:
-        raise OptionsError("%s: no JPEG files (*.jpg, *.jpeg)" % folder)
-    return paths
+        raise OptionsError("--images %s: no readable image files%s"
+                           % (folder, " (%s)" % named(skipped) if skipped else ""))
+    return paths, skipped
+
+
+def unreadable_image(path):
+    """Why ``path`` is not an image the detector reads (decoded once to know), or None."""
+    try:
+        read_image(path)
+    except DataError as err:
+        return str(err).replace(path + ": ", "", 1)
+    return None
+
+
+def named(skipped):
+    """The first :data:`SKIPS_NAMED` skipped files, and how many more."""
+    more = len(skipped) - SKIPS_NAMED
+    return "; ".join(skipped[:SKIPS_NAMED]) + (" and %d more" % more if more > 0 else "")
 
 
 def preprocessed_inputs(detector, paths, batch_size):
@@ -83,9 +115,9 @@ def preprocessed_inputs(detector, paths, batch_size):
 def benchmark_detector(options):
     """Time both ways over the same images and return ``{"detector_images_per_s",
     "inference_images_per_s", "ratio", "num_images", "batch_size", "data_shape",
-    "graph"}``."""
+    "graph", "skipped"}``."""
     detector = make_detector(options)
-    paths = image_paths(options)
+    paths, skipped = image_paths(options)
     batch_size = min(options.batch_size, len(paths))
     inputs = preprocessed_inputs(detector, paths, batch_size)
 
@@ -106,15 +138,17 @@ def benchmark_detector(options):
     return {"detector_images_per_s": detector_speed, "inference_images_per_s": inference_speed,
             "ratio": detector_speed / inference_speed, "num_images": len(paths),
             "batch_size": batch_size, "data_shape": detector.transform.data_shape,
-            "graph": options.checkpoint or options.network}
+            "graph": options.checkpoint or options.network, "skipped": skipped}
 
 
 def report(result):
     """The result as the lines the tool prints."""
-    return "\n".join([
+    skipped = result.get("skipped", [])
+    notice = ["skipped %d file(s) not readable as images: %s" % (len(skipped), named(skipped))]
+    return "\n".join((notice if skipped else []) + [
         "%s at %d pixels, batch %d, %d images:" % (
             result["graph"], result["data_shape"], result["batch_size"], result["num_images"]),
-        "  Detector (JPEG files in, decoding included): %8.1f images/s"
+        "  Detector (image files in, decoding included): %7.1f images/s"
         % result["detector_images_per_s"],
         "  pure inference (preprocessed, in memory):    %8.1f images/s"
         % result["inference_images_per_s"],

@@ -1,4 +1,4 @@
-"""``zoo benchmark-detector``: images/s through :class:`zoo.Detector` on JPEG files
+"""``zoo benchmark-detector``: images/s through :class:`zoo.Detector` on image files
 (decoding included) against pure inference of the same graph at the same batch size, side by
 side in one process (see :mod:`zoo.bench.detector`).
 
@@ -26,7 +26,9 @@ def add_arguments(p):
     p.add_argument("--data-shape", type=positive_int, default=DEFAULTS.data_shape,
                    help="input side of --network")
     p.add_argument("--images", dest="image_dir", default=None,
-                   help="folder of JPEGs (default: generate --num-images into --work-dir)")
+                   help="folder of images, any format the zoo reads (JPEG, PNG, BMP, TIFF, "
+                        "WebP); other files are skipped and named (default: generate "
+                        "--num-images into --work-dir)")
     p.add_argument("--num-images", type=positive_int, default=DEFAULTS.num_images,
                    help="images to generate")
     p.add_argument("--image-size", type=positive_int, default=DEFAULTS.image_size,

@@ -8,6 +8,7 @@ import os
 import re
 
 from zoo.data.factory import KINDS
+from zoo.data.orientation import EXIF_CHOICES
 from zoo.process import gpu_ids
 
 __all__ = ["HelpFormatter", "Parser", "add_batch_flag", "add_checkpoint_flags",
@@ -151,6 +152,12 @@ def add_dataset_flags(parser, splits, root_required=False):
                             help="dataset folder")
     for flag, (default, text) in splits.items():
         parser.add_argument(flag, default=default, help=text)
+    parser.add_argument("--annotations", default=None, metavar="FILE",
+                        help="coco: the annotation file, '{split}' standing for the split "
+                             "(default: DATA_ROOT/annotations/instances_{split}.json)")
+    parser.add_argument("--image-dir", default=None, metavar="DIR",
+                        help="coco: the folder its file_name entries are under, '{split}' "
+                             "standing for the split (default: DATA_ROOT/{split})")
     parser.add_argument("--skip-bad", action="store_true",
                         help="skip bad annotations/images with a warning instead of stopping")
     add_data_threads_flag(parser)
@@ -186,6 +193,12 @@ def add_batch_flag(parser, default):
 
 def add_ctx_flag(parser):
     parser.add_argument("--ctx", type=ctx, default="cpu", help="'cpu' or 'gpu0,1,...'")
+
+
+def add_exif_flag(parser):
+    parser.add_argument("--exif", choices=EXIF_CHOICES, default="apply",
+                        help="'apply': turn a photo as its EXIF orientation says, boxes in the "
+                             "frame a viewer shows; 'ignore': the stored pixels")
 
 
 def add_progress_flag(parser):

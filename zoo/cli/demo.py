@@ -5,7 +5,7 @@ Example:
         --image output/shapes/JPEGImages/001500.jpg --output output/demo.png
 """
 from zoo.jobs.demo import DemoOptions, demo
-from zoo.cli.common import add_checkpoint_flags, fraction, options_from
+from zoo.cli.common import add_checkpoint_flags, add_exif_flag, fraction, options_from
 
 __all__ = ["add_arguments", "run"]
 
@@ -15,10 +15,11 @@ def add_arguments(p):
     p.add_argument("--image", required=True, help="image file (JPEG or PNG)")
     p.add_argument("--threshold", type=fraction, default=0.5, help="lowest score drawn")
     p.add_argument("--output", default="detections.png", help="PNG file to write")
+    add_exif_flag(p)
 
 
 def run(args):
     detections = demo(options_from(DemoOptions, args))
-    print("%d detections of at least %.2f drawn to %s"
-          % (len(detections), args.threshold, args.output))
+    print("%d detections of at least %.2f drawn to %s (boxes in the %s frame)"
+          % (len(detections), args.threshold, args.output, detections.frame))
     return 0

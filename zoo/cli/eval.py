@@ -24,10 +24,12 @@ def add_arguments(p):
 def run(args):
     result = evaluate(options_from(EvalOptions, args))
     calibration = result.precision.get("calibration")
-    print("%d images of %s/%s, epoch %d%s" % (
-        result.images, args.data_root, args.split, result.epoch,
+    where = (args.annotations.replace("{split}", args.split) if args.annotations
+             else "%s/%s" % (args.data_root, args.split))
+    print("%d images of %s, epoch %d%s" % (
+        result.images, where, result.epoch,
         ", int8 (%s calibration)" % calibration["mode"] if calibration else ""))
-    print(format_table(result.class_names, result.voc))
+    print(format_table(result.class_names, dict(result.voc, coco=result.coco_classes)))
     print("COCO AP %.4f  AP50 %.4f  AP75 %.4f"
           % (result.coco["AP"], result.coco["AP50"], result.coco["AP75"]))
     print("results written to %s" % result.output)

@@ -9,7 +9,7 @@ On two workers of a parameter-server cluster:
 import os
 
 from zoo.engine.trainer import OPTIMIZERS
-from zoo.jobs.train import KV_STORES, TrainOptions, train
+from zoo.jobs.train import KV_STORES, TrainOptions, eval_command, train
 from zoo.cli.common import (add_batch_flag, add_ctx_flag, add_dataset_flags, add_hidden_alias,
                      add_progress_flag, comma_list, float_in, network, nonnegative_float,
                      nonnegative_int, options_from, positive_float, positive_int, regex)
@@ -82,9 +82,14 @@ def add_arguments(p):
 
 
 def run(args):
-    result = train(options_from(TrainOptions, args))
+    options = options_from(TrainOptions, args)
+    result = train(options)
     if result.worker_log:
         print("worker rank %d: log in %s" % (result.rank, os.path.abspath(result.worker_log)))
     else:
         print("checkpoints and log in %s" % os.path.abspath(args.output_dir))
+        best = (" (best validated epoch %d)" % result.best_epoch
+                if result.best_epoch is not None else "")
+        print("artifact %s%s; evaluate it with: %s"
+              % (result.prefix, best, eval_command(options, result.prefix)))
     return 0

@@ -6,6 +6,7 @@ difficult so VOC-style metrics ignore them. The COCO object, image ids and the
 category map are kept so predictions can be written back as COCO results.
 """
 import contextlib
+import dataclasses
 import io
 import json
 import os
@@ -13,8 +14,8 @@ import os
 from pycocotools.coco import COCO
 
 from zoo.schema.checks import is_number
-from zoo.data.dataset import DetectionDataset, check_image_size, contained_path
-from zoo.data.images import check_image_file
+from zoo.data.dataset import DetectionDataset, contained_path
+from zoo.data.orientation import FramePolicy
 from zoo.data.records import SkipPolicy, data_error, make_record
 
 __all__ = ["COCODataset", "load_json"]
@@ -35,15 +36,34 @@ class COCODataset(DetectionDataset):
 
     def __init__(self, annotation_json, image_dir, skip_bad=False):
         self.annotation_json, self.image_dir = annotation_json, image_dir
+        if not os.path.isdir(image_dir):
+            raise data_error(image_dir, "no such image folder (the folder the file_name "
+                             "entries of %s are under)" % annotation_json)
         self.source = annotation_json
         data = load_json(annotation_json)
         categories = parse_categories(data, annotation_json)
         self.category_ids = [category_id for category_id, _ in categories]
         self.class_of_category = {cid: index for index, cid in enumerate(self.category_ids)}
-        policy = SkipPolicy(skip_bad, annotation_json)
+        policy, self.frames = SkipPolicy(skip_bad, annotation_json), FramePolicy(annotation_json)
         self.coco = build_index(data, policy, annotation_json)
         records = policy.parse_each(sorted(self.coco.imgs), self._load)
+        self.frames.finish()
         super().__init__(policy.finish(records), [name for _, name in categories])
+
+    def result_ids(self):
+        """``(image ids, category ids)`` COCO results name the records and classes by:
+        the file's own."""
+        return self.image_ids, list(self.category_ids)
+
+    def ground_truth(self):
+        """The file's COCO dict on the records' images (a skipped image is not scored);
+        an annotation without ``area`` gets its box's, which COCOeval needs."""
+        kept = set(self.image_ids)
+        annotations = [dict(ann, area=ann.get("area", ann["bbox"][2] * ann["bbox"][3]))
+                       for ann in self.coco.dataset["annotations"] if ann["image_id"] in kept]
+        return {"images": [image for image in self.coco.dataset["images"]
+                           if image["id"] in kept],
+                "annotations": annotations, "categories": self.coco.dataset["categories"]}
 
     def _load(self, image_id):
         """The record of one image: its entry, its annotations and its file checked."""
@@ -62,8 +82,7 @@ class COCODataset(DetectionDataset):
         path = contained_path(self.image_dir, entry["file_name"], source, "file_name")
         record = make_record(source, path, entry["width"], entry["height"], boxes, class_ids,
                              difficult, key=image_id)
-        check_image_size(*check_image_file(path)[1:], record, path)
-        return record
+        return dataclasses.replace(record, orientation=self.frames.frame(path, record))
 
     def _class_id(self, ann, source):
         """The contiguous class id of an annotation's category."""
@@ -106,10 +125,20 @@ def parse_categories(data, source):
             raise data_error(source, "categories[%d] needs an integer id and a name" % position)
         if category["id"] in categories:
             raise data_error(source, "category id %d appears twice" % category["id"])
+        check_new_name(categories, category, source)
         categories[category["id"]] = category["name"]
     if not categories:
         raise data_error(source, "no categories")
     return sorted(categories.items())
+
+
+def check_new_name(categories, category, source):
+    """:class:`DataError` if ``category``'s name is already one of ``categories`` (id ->
+    name): a model's classes are told apart by name."""
+    for known_id, name in categories.items():
+        if name == category["name"]:
+            raise data_error(source, "category name %r appears twice (ids %d and %d): class "
+                             "names must be unique" % (name, known_id, category["id"]))
 
 
 def build_index(data, policy, source):

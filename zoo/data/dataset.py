@@ -4,6 +4,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from zoo.data.conventions import CONTINUOUS, check_box_convention
 from zoo.data.images import read_image
+from zoo.data.orientation import orient
 from zoo.data.records import SkipPolicy, data_error
 
 __all__ = ["DetectionDataset", "check_image_size", "contained_path", "read_class_names",
@@ -33,7 +34,7 @@ class DetectionDataset:
 
     def __getitem__(self, index):
         record = self.records[index]
-        image = read_image(record.path)
+        image = orient(read_image(record.path), record.orientation)
         check_image_size(image.shape[1], image.shape[0], record, record.path)
         return image, record.label()
 
@@ -65,6 +66,20 @@ class DetectionDataset:
     def _keep_items(self, indices):
         """Keep only the items at ``indices``, in order."""
         self.records = [self.records[index] for index in indices]
+
+    def result_ids(self):
+        """``(image ids, category ids)`` COCO results name the records and classes by:
+        record indices and class id + 1 (a COCO file's own ids for its dataset)."""
+        return list(range(len(self))), list(range(1, len(self.class_names) + 1))
+
+    def ground_truth(self):
+        """The format's own COCO ground truth (a dict), or None to make it from the
+        records."""
+        return None
+
+    def file_names(self):
+        """What names each record's image in results: its file, else its key."""
+        return [record.path if record.path else str(record.key) for record in self.records]
 
     @property
     def image_ids(self):

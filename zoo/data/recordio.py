@@ -277,6 +277,10 @@ def pack(records, image_root, temporary, policy, progress):
 
 def checked_image_bytes(record):
     """The bytes of a record's image file, which must decode at the annotated size."""
+    if record.orientation != 1:  # a .lst line could not say so, and its reader would not turn
+        raise data_error(record.path, "annotated on the picture its EXIF orientation %d turns "
+                         "(%dx%d), but a .lst/.rec pack holds the stored pixels: train on the "
+                         "folder itself" % (record.orientation, record.width, record.height))
     data = read_image_bytes(record.path)
     image = decode_image(data, record.path)
     check_image_size(image.shape[1], image.shape[0], record, record.path)

@@ -35,7 +35,9 @@ class Record:
     """One image's ground truth: boxes in pixels, class ids, difficult flags.
 
     ``path`` is the image file (None for images stored inside a record file);
-    ``key`` is the format's own image id (VOC id, COCO image id, .lst index).
+    ``key`` is the format's own image id (VOC id, COCO image id, .lst index);
+    ``orientation`` the EXIF orientation that turns the decoded pixels into the frame the
+    annotation was drawn in (1: as stored; see :mod:`zoo.data.orientation`).
     """
 
     path: Optional[str]
@@ -45,6 +47,7 @@ class Record:
     class_ids: np.ndarray
     difficult: np.ndarray
     key: Any = None
+    orientation: int = 1
 
     def label(self):
         """The (M, 6) float32 label ``[class_id, x1, y1, x2, y2, difficult]`` in pixels."""

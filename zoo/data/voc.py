@@ -3,6 +3,7 @@
 VOC coordinates are 1-based; like GluonCV, the reader subtracts 1 from each, and
 :func:`annotation_xml` adds it back, so written boxes read back unchanged.
 """
+import dataclasses
 import os
 from xml.sax.saxutils import escape
 
@@ -10,8 +11,8 @@ import defusedxml
 import defusedxml.ElementTree as ElementTree
 
 from zoo.data.conventions import INCLUSIVE
-from zoo.data.dataset import DetectionDataset, check_image_size, contained_path, read_class_names
-from zoo.data.images import check_image_file
+from zoo.data.dataset import DetectionDataset, contained_path, read_class_names
+from zoo.data.orientation import FramePolicy
 from zoo.data.records import SkipPolicy, data_error, make_record
 
 __all__ = ["CLASS_FILE", "VOCDataset", "VOC_CLASSES", "annotation_xml", "default_class_names",
@@ -47,18 +48,19 @@ class VOCDataset(DetectionDataset):
         names = list(class_names) if class_names is not None else default_class_names(root)
         class_index = {name: index for index, name in enumerate(names)}
         self.source = source
-        policy = SkipPolicy(skip_bad, source)
+        policy, self.frames = SkipPolicy(skip_bad, source), FramePolicy(source)
         records = policy.parse_each(ids, lambda image_id: self._load(image_id, class_index))
+        self.frames.finish()
         super().__init__(policy.finish(records), names, INCLUSIVE)
 
     def _load(self, image_id, class_index):
-        """Parse one image's annotation and check its image file's header."""
+        """Parse one image's annotation and check its image file's header (its size, and
+        the frame the annotation was drawn in)."""
         contained_path(os.path.join(self.root, "JPEGImages"), image_id, self.source, "image id")
         image_path = os.path.join(self.root, "JPEGImages", image_id + ".jpg")
         xml_path = os.path.join(self.root, "Annotations", image_id + ".xml")
         record = parse_annotation(xml_path, image_path, class_index, key=image_id)
-        check_image_size(*check_image_file(image_path)[1:], record, image_path)
-        return record
+        return dataclasses.replace(record, orientation=self.frames.frame(image_path, record))
 
 
 def default_class_names(root):

@@ -37,10 +37,10 @@ class MXNetEngine:
         return handle.asnumpy()
 
 
-def load_detector(prefix, epoch=None, ctx=None):
+def load_detector(prefix, epoch=None, ctx=None, exif="apply"):
     """The :class:`Detector` of a saved artifact (``epoch`` None: its best epoch, else
-    its newest), on ``ctx`` (default CPU)."""
-    return Detector.from_artifact(load_artifact(prefix, epoch, ctx), ctx)
+    its newest), on ``ctx`` (default CPU); ``exif`` as :class:`Detector` takes it."""
+    return Detector.from_artifact(load_artifact(prefix, epoch, ctx), ctx, exif)
 
 
 class Detector(BatchDetector):
@@ -50,12 +50,14 @@ class Detector(BatchDetector):
     the model's inference graph, fused for deployment. ``class_names`` name the
     labels; by default the config's, else the class ids as strings.
     ``preprocessing`` makes the graph's inputs (an artifact's, which may predate the
-    model's own); by default the model's. One call at a time: the bound executors are
-    shared by calls.
+    model's own); by default the model's. ``exif``: ``"apply"`` (the default) turns a
+    photo file as its EXIF orientation says, so boxes are in the frame a viewer shows;
+    ``"ignore"`` keeps the stored pixels (:attr:`Detections.frame` says which). One call
+    at a time: the bound executors are shared by calls.
     """
 
     def __init__(self, model, arg_params, aux_params, *, symbol=None, class_names=None,
-                 ctx=None, preprocessing=None):
+                 ctx=None, preprocessing=None, exif="apply"):
         symbol = fuse(model.symbol()) if symbol is None else symbol
         if len(symbol.list_outputs()) != 1:
             raise ValueError("a detection graph has one output (B, N, 6), this one has %s"
@@ -63,21 +65,21 @@ class Detector(BatchDetector):
         self.model = model
         self.predictor = Predictor(symbol, arg_params, aux_params, ctx)
         super().__init__(class_names or default_class_names(model.config),
-                         preprocessing or model.preprocessing())
+                         preprocessing or model.preprocessing(), exif)
 
     @classmethod
-    def from_model(cls, model, ctx=None):
+    def from_model(cls, model, ctx=None, exif="apply"):
         """A detector on an in-memory model's parameters (initialised first if none)."""
         params = (model.init_params() if model.arg_params is None
                   else (model.arg_params, model.aux_params))
-        return cls(model, *params, ctx=ctx)
+        return cls(model, *params, ctx=ctx, exif=exif)
 
     @classmethod
-    def from_artifact(cls, artifact, ctx=None):
+    def from_artifact(cls, artifact, ctx=None, exif="apply"):
         """The detector of a loaded :class:`zoo.artifact.Artifact`, running its own graph."""
         return cls(artifact.model, artifact.arg_params, artifact.aux_params,
                    symbol=artifact.symbol, class_names=artifact.class_names, ctx=ctx,
-                   preprocessing=artifact.preprocessing)
+                   preprocessing=artifact.preprocessing, exif=exif)
 
     def engine(self):
         return MXNetEngine(self.model, self.predictor)

@@ -12,7 +12,8 @@ from zoo.data.conventions import pixel_offset
 from zoo.inference.detector import MXNetEngine
 from zoo.inference.runner import BatchRunner, DatasetImages
 from zoo.predictor import Predictor, fuse
-from zoo.metrics import VOCMeanAP, coco_detections, coco_eval, coco_ground_truth
+from zoo.metrics import (COCO_STAT_NAMES, VOCMeanAP, category_ap, coco_detections,
+                         coco_evaluator, coco_ground_truth)
 
 __all__ = ["coco_scores", "evaluate_voc", "in_pixels", "predict", "voc_scores"]
 
@@ -76,20 +77,44 @@ def voc_scores(dataset, detections):
 
 
 def coco_scores(dataset, detections, results_json=None):
-    """COCO AP, AP50, AP75, ... (difficult objects count as crowd regions).
+    """COCO AP, AP50, AP75, ... (difficult objects count as crowd regions): the stats of
+    :func:`coco_report`."""
+    return coco_report(dataset, detections, results_json)[0]
 
-    Ground truth and detections (as for :func:`voc_scores`) become COCO boxes by the
-    dataset's box convention: an inclusive box ``x1..x2`` is ``x2 - x1 + 1`` wide, so
-    both metrics see the same pixels. Ties keep pycocotools' order (listing order).
+
+def coco_report(dataset, detections, results_json=None):
+    """``(stats, per-class AP)``: COCO AP, AP50, AP75, ... and ``{class name: AP, "mAP":
+    AP}``.
+
+    Detections are as for :func:`voc_scores`. A COCO dataset is scored against its own
+    annotation file, and ``results_json`` names its own image and category ids, so
+    pycocotools' ``loadRes`` of that file on the annotation file gives these numbers.
+    Another dataset becomes COCO ground truth by its box convention (an inclusive box
+    ``x1..x2`` is ``x2 - x1 + 1`` wide, so both metrics see the same pixels; difficult
+    objects count as crowd regions), images numbered in order, categories class id + 1.
+    Every detection names its image's file. Ties keep pycocotools' order (listing order).
     """
     check_one_per_image(dataset, detections)
     offset = pixel_offset(dataset.box_convention)
-    ground_truth = coco_ground_truth(dataset.records, dataset.class_names, pixel_offset=offset)
+    image_ids, category_ids = dataset.result_ids()
     found = []
-    for image_id, (record, rows) in enumerate(zip(dataset.records, detections)):
-        found.extend(coco_detections(image_id, rows, record.width, record.height,
-                                     pixel_offset=offset))
-    return coco_eval(ground_truth, found, results_json=results_json)
+    for image_id, name, record, rows in zip(image_ids, dataset.file_names(), dataset.records,
+                                            detections):
+        found.extend(dict(result, file_name=name) for result in coco_detections(
+            image_id, rows, record.width, record.height, category_ids, offset))
+    evaluator = coco_evaluator(coco_truth(dataset, image_ids, offset), found, results_json)
+    per_category = category_ap(evaluator)
+    stats = dict(zip(COCO_STAT_NAMES, (float(v) for v in evaluator.stats)))
+    per_class = {name: per_category[category]
+                 for name, category in zip(dataset.class_names, category_ids)}
+    return stats, dict(per_class, mAP=stats["AP"])
+
+
+def coco_truth(dataset, image_ids, offset):
+    """COCO ground truth of ``dataset``: a COCO file's own, else made from the records."""
+    own = dataset.ground_truth()
+    return own if own is not None else coco_ground_truth(
+        dataset.records, dataset.class_names, image_ids, pixel_offset=offset)
 
 
 def evaluate_voc(model, arg_params, aux_params, dataset, **predict_options):

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from zoo.data.images import read_image
+from zoo.data.orientation import check_exif_choice, read_in_frame
 from zoo.data.transforms import NO_LABEL, inference_transform, pad_batch
 from zoo.schema.preprocessing import canvas_size
 from zoo.errors import DataError
@@ -39,6 +39,8 @@ __all__ = ["BatchDetector", "BatchRunner", "DatasetImages", "Detections", "Image
 
 EXPECTED_IMAGE = ("a path or an RGB uint8 array of shape HxW (gray), HxWx3 or HxWx4 "
                   "(alpha dropped)")
+FRAMES = {"apply": "displayed", "ignore": "stored"}
+"""The frame of :class:`Detections` under each ``exif`` choice."""
 PREFETCH_BATCHES = 2
 """Batches prepared ahead of the one running: enough to hide a slow decode."""
 GROUP_WINDOW = 4
@@ -52,12 +54,15 @@ class Detections:
 
     ``boxes`` (N, 4) float32 corners ``[x1, y1, x2, y2]`` in pixels of the input
     image, ``scores`` (N,) float32, ``labels`` (N,) int64 class ids and ``names``
-    their class names.
+    their class names. ``frame`` is the image frame the boxes are in: ``"displayed"``
+    (a photo turned as its EXIF orientation says, as a viewer shows it; an array as
+    given) or ``"stored"`` (the file's pixels as stored, EXIF ignored).
     """
     boxes: np.ndarray
     scores: np.ndarray
     labels: np.ndarray
     names: list
+    frame: str = "displayed"
 
     def __len__(self):
         return len(self.scores)
@@ -91,14 +96,15 @@ def label_names(class_names, labels):
     return [class_names[label] if label < len(class_names) else str(label) for label in labels]
 
 
-def rgb_image(image, index=0):
-    """An HxWx3 uint8 RGB array from a path or an array the detector accepts.
+def rgb_image(image, index=0, exif="apply"):
+    """An HxWx3 uint8 RGB array from a path or an array the detector accepts; a file is
+    turned as its EXIF orientation says unless ``exif`` is ``"ignore"``.
 
     Raises :class:`DataError` (a ValueError) naming input ``index`` for anything else.
     """
     if isinstance(image, (str, os.PathLike)):
         try:
-            return read_image(os.fspath(image))
+            return read_in_frame(os.fspath(image), exif)
         except DataError as err:
             raise DataError("image %d: %s" % (index, err)) from None
     if not isinstance(image, np.ndarray):
@@ -132,17 +138,19 @@ def lower_priority():
 
 
 class ImageList:
-    """Images given by a user: paths or RGB uint8 arrays (:func:`rgb_image`)."""
+    """Images given by a user: paths or RGB uint8 arrays (:func:`rgb_image`), files turned as
+    their EXIF orientation says unless ``exif`` is ``"ignore"``."""
 
-    def __init__(self, images):
+    def __init__(self, images, exif="apply"):
         self.images = list(images)
+        self.exif = check_exif_choice(exif)
 
     def __len__(self):
         return len(self.images)
 
     def load(self, index):
         """Image ``index`` as an HxWx3 uint8 RGB array."""
-        return rgb_image(self.images[index], index)
+        return rgb_image(self.images[index], index, self.exif)
 
 
 class DatasetImages:
@@ -309,11 +317,13 @@ class BatchDetector(abc.ABC):
     :class:`BatchRunner` on the engine a subclass gives (:meth:`engine`).
 
     ``class_names`` name the labels; ``preprocessing`` (a dict of
-    :mod:`zoo.schema.preprocessing`) makes the graph's inputs. One call at a time: an engine
-    may share state between calls.
+    :mod:`zoo.schema.preprocessing`) makes the graph's inputs; ``exif`` is ``"apply"`` (photos
+    turned as their EXIF orientation says, boxes in the frame a viewer shows) or ``"ignore"``
+    (the stored pixels). One call at a time: an engine may share state between calls.
     """
 
-    def __init__(self, class_names, preprocessing):
+    def __init__(self, class_names, preprocessing, exif="apply"):
+        self.exif = check_exif_choice(exif)
         self.class_names = list(class_names)
         self.runner = BatchRunner(preprocessing, self.engine())
         self.transform = self.runner.transform
@@ -334,7 +344,7 @@ class BatchDetector(abc.ABC):
             raise ValueError("need batch_size >= 1 and max_detections >= 0, got %r and %r"
                              % (batch_size, max_detections))
         single = not isinstance(images, (list, tuple))
-        source = ImageList([images] if single else images)
+        source = ImageList([images] if single else images, self.exif)
         results = [self.detections(rows, size, score_threshold, max_detections)
                    for _, rows, size in self.runner.outputs(source, batch_size)]
         return results[0] if single else results
@@ -349,4 +359,4 @@ class BatchDetector(abc.ABC):
         return Detections(
             boxes=(rows[:, 2:6] * np.array([width, height, width, height])).astype(np.float32),
             scores=rows[:, 1].astype(np.float32), labels=labels,
-            names=label_names(self.class_names, labels))
+            names=label_names(self.class_names, labels), frame=FRAMES[self.exif])

@@ -73,9 +73,10 @@ def draw(image, detections):
     """A copy of ``image`` (a path or an array, as :class:`zoo.Detector` takes them) as
     RGB uint8 with the boxes, names and scores of ``detections`` (:class:`zoo.Detections`,
     boxes in pixels of the image) drawn, each class in its own colour, the most confident
-    labels on top."""
+    labels on top. A photo file is drawn in the frame of ``detections.frame``."""
     # OpenCV draws on C-ordered arrays only, and the caller's array stays untouched.
-    image = np.array(rgb_image(image), copy=True, order="C")
+    exif = "ignore" if detections.frame == "stored" else "apply"
+    image = np.array(rgb_image(image, exif=exif), copy=True, order="C")
     height, width = image.shape[:2]
     thickness = max(1, round(min(height, width) / 300))
     font_scale = max(0.4, min(height, width) / 1000)

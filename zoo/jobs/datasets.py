@@ -14,16 +14,28 @@ __all__ = ["DataSplit", "class_lookup", "open_for_artifact", "relabel"]
 @dataclass(frozen=True)
 class DataSplit:
     """The dataset split a job reads: its kind (``voc``, ``coco``, ``rec``), root folder and
-    split, whether bad items are skipped, and the threads that check them."""
+    split, whether bad items are skipped, the threads that check them and, for COCO, the
+    annotation file and image folder (``{split}`` stands for the split; None: the default
+    layout under the root)."""
     kind: str
     root: str
     split: str
     skip_bad: bool = False
     threads: Optional[int] = None
+    annotations: Optional[str] = None
+    image_dir: Optional[str] = None
 
     def __str__(self):
-        """``kind:root/split``, as messages and results name it."""
+        """``kind:root/split``, or ``coco:FILE`` of a named COCO annotation file, as messages
+        and results name it."""
+        if self.annotations:
+            return "%s:%s" % (self.kind, self.annotations.replace("{split}", self.split))
         return "%s:%s/%s" % (self.kind, self.root, self.split)
+
+    def open(self):
+        """The dataset of this split."""
+        return open_dataset(self.kind, self.root, self.split, self.skip_bad, self.annotations,
+                            self.image_dir)
 
 
 def open_for_artifact(split, loaded, class_map=None):
@@ -31,7 +43,7 @@ def open_for_artifact(split, loaded, class_map=None):
     class (see :func:`class_lookup`). With ``skip_bad`` every image is decoded first and the
     bad ones dropped (one warning with the count), since the job's loader stops at a bad
     image; without it that first bad image already stops the job with one line."""
-    dataset = open_dataset(split.kind, split.root, split.split, split.skip_bad)
+    dataset = split.open()
     lookup = class_lookup(split, list(dataset.class_names), loaded, class_map)
     if split.skip_bad:
         dataset.verify(skip_bad=True, num_workers=split.threads)

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Optional, Tuple
 
 from zoo import artifact
-from zoo.inference.evaluation import coco_scores, predict, voc_scores
+from zoo.inference.evaluation import coco_report, predict, voc_scores
 from zoo.jobs.datasets import DataSplit, open_for_artifact, relabel
 
 __all__ = ["EvalOptions", "evaluate", "format_table"]
@@ -22,6 +22,8 @@ class EvalOptions:
     batch_size: int = 8
     data_threads: Optional[int] = None
     skip_bad: bool = False
+    annotations: Optional[str] = None    # coco: the annotation file ({split}: the split)
+    image_dir: Optional[str] = None      # coco: the image folder ({split}: the split)
     output: Optional[str] = None         # results JSON; None: <checkpoint>-eval-<split>.json
     progress: bool = True
     # None: the dataset's classes are the artifact's; else pairs (dataset class, artifact
@@ -37,6 +39,7 @@ class EvalResult:
     class_names: list
     voc: dict                            # {"voc07": {class: AP, "mAP": ...}, "voc_area": ...}
     coco: dict                           # {"AP": ..., "AP50": ..., "AP75": ..., ...}
+    coco_classes: dict                   # {class: COCO AP, "mAP": AP}
     output: str                          # the results JSON written
 
 
@@ -45,7 +48,7 @@ def evaluate(options):
     detections beside it)."""
     loaded = artifact.load(options.checkpoint, options.epoch)
     split = DataSplit(options.dataset, options.data_root, options.split, options.skip_bad,
-                      options.data_threads)
+                      options.data_threads, options.annotations, options.image_dir)
     dataset, lookup = open_for_artifact(split, loaded, options.class_map)
     output = options.output or "%s-eval-%s.json" % (options.checkpoint, options.split)
     # Before the predictions: a folder that cannot be made fails now, not after them.
@@ -55,23 +58,25 @@ def evaluate(options):
                          progress=options.progress, symbol=loaded.symbol,
                          preprocessing=loaded.preprocessing)
     detections = relabel(detections, lookup)
+    coco, coco_classes = coco_report(
+        dataset, detections, results_json=os.path.splitext(output)[0] + "-detections.json")
     result = EvalResult(
         epoch=loaded.epoch, images=len(dataset), precision=loaded.precision,
         class_names=list(dataset.class_names), voc=voc_scores(dataset, detections),
-        coco=coco_scores(dataset, detections,
-                         results_json=os.path.splitext(output)[0] + "-detections.json"),
-        output=output)
+        coco=coco, coco_classes=coco_classes, output=output)
     with open(output, "w") as stream:
         json.dump({"checkpoint": options.checkpoint, "epoch": result.epoch,
                    "images": result.images, "precision": result.precision,
                    "data": str(split),
                    "class_map": None if options.class_map is None else dict(options.class_map),
-                   "voc": result.voc, "coco": result.coco}, stream, indent=1)
+                   "voc": result.voc, "coco": result.coco,
+                   "coco_classes": result.coco_classes}, stream, indent=1)
     return result
 
 
 def format_table(class_names, scores):
-    """Per-class AP of every VOC metric side by side, mAP last."""
+    """Per-class AP of every metric (``{metric: {class: AP, "mAP": ...}}``) side by side,
+    mAP last."""
     metrics = list(scores)
     width = max(len(n) for n in list(class_names) + ["mAP"])
     lines = ["%-*s  %s" % (width, "class", "  ".join("%9s" % m for m in metrics))]

@@ -27,6 +27,8 @@ class QuantizeOptions:
     output: Optional[str] = None         # prefix; None: <checkpoint>-int8
     data_threads: Optional[int] = None
     skip_bad: bool = False
+    annotations: Optional[str] = None    # coco: the annotation file ({split}: the split)
+    image_dir: Optional[str] = None      # coco: the image folder ({split}: the split)
     # None: the dataset's classes are the artifact's; else pairs (dataset class, artifact
     # class), see jobs.datasets.class_lookup (calibration only needs matching images)
     class_map: Optional[Tuple[Tuple[str, str], ...]] = None
@@ -46,7 +48,7 @@ def quantize(options):
         raise artifact.ArtifactError("%s-%04d: already int8; quantize an fp32 artifact"
                                      % (options.checkpoint, source.epoch))
     split = DataSplit(options.dataset, options.data_root, options.split, options.skip_bad,
-                      options.data_threads)
+                      options.data_threads, options.annotations, options.image_dir)
     dataset, _ = open_for_artifact(split, source, options.class_map)
     if len(dataset) < options.batch_size:
         raise DataError("%s: %d images, fewer than one calibration batch of %d"

@@ -4,12 +4,12 @@ open the datasets, build the model, the augmentation and the loader, and run
 :class:`zoo.engine.trainer.Trainer` with the default hooks."""
 import logging
 import os
+import shlex
 from dataclasses import asdict, dataclass
 from typing import Optional, Tuple
 
 from zoo import artifact
 from zoo.data import DetectionLoader, train_transform
-from zoo.data.factory import open_dataset
 from zoo.distributed.cluster import create_dist_kvstore, is_distributed
 from zoo.engine.hooks import default_hooks, last_checkpoint_note
 from zoo.engine.trainer import OptimizerOptions, Trainer, TrainerOptions, TrainingInterrupted
@@ -17,11 +17,14 @@ from zoo.errors import OptionsError
 from zoo.model import build_model
 from zoo.config.registry import network_config
 from zoo.jobs import LOG_FORMAT
+from zoo.jobs.datasets import DataSplit
 
 __all__ = ["KV_STORES", "LOG", "TrainOptions", "make_trainer", "optimizer_options",
            "resume_prefix", "train"]
 
 LOG = logging.getLogger("zoo.train")
+CLASSES_SHOWN = 8
+"""Class names the header line lists before "...". """
 KV_STORES = ("local", "device", "dist_sync", "dist_device_sync", "dist_async")
 
 
@@ -58,6 +61,8 @@ class TrainOptions:
     max_expand: float = 4.0              # largest zoom-out of SSD's augmentation (1: none)
     crop: bool = True                    # SSD's IoU-constrained random crop
     skip_bad: bool = False
+    annotations: Optional[str] = None    # coco: the annotation file ({split}: the split)
+    image_dir: Optional[str] = None      # coco: the image folder ({split}: the split)
     memory_saving: bool = False
     progress: bool = True
 
@@ -84,11 +89,12 @@ def make_trainer(options, kvstore=None):
     """The :class:`Trainer` of a run; with a dist ``kvstore`` this worker trains on its
     rank's shard and only rank 0 validates and writes checkpoints."""
     rank, num_workers = (kvstore.rank, kvstore.num_workers) if kvstore is not None else (0, 1)
-    train_set = open_dataset(options.dataset, options.data_root, options.train_split,
-                             options.skip_bad)
+    check_split_paths(options)
+    train_set = data_split(options, options.train_split).open()
     check_batch_size(options, len(train_set), num_workers)
     val_set = open_val_set(options) if options.val_split and rank == 0 else None
     model = build_train_model(options, train_set.class_names)
+    LOG.info("%s", header_line(options, model, len(train_set)))
     transform = train_transform(model.preprocessing(), options.max_expand, options.crop)
     max_objects = max(1, max(len(r.class_ids) for r in train_set.records))
     loader = DetectionLoader(train_set, options.batch_size, transform, shuffle=True,
@@ -108,13 +114,52 @@ def make_trainer(options, kvstore=None):
                    hooks=hooks, kvstore=kvstore)
 
 
+def data_split(options, split):
+    """The :class:`DataSplit` of ``split`` of the dataset the options name."""
+    return DataSplit(options.dataset, options.data_root, split, options.skip_bad,
+                     options.data_threads, options.annotations, options.image_dir)
+
+
+def header_line(options, model, images):
+    """What a run trains, on what, and where its artifact goes, in one line."""
+    names = model.config["class_names"]
+    shown = ", ".join(names[:CLASSES_SHOWN]) + (", ..." if len(names) > CLASSES_SHOWN else "")
+    return ("training %s: %d images of %s, %d classes (%s), %s parameters, batch %d, "
+            "%d epochs, output %s" % (
+                model.name, images, data_split(options, options.train_split), len(names),
+                shown, "{:,}".format(model.num_params()), options.batch_size, options.epochs,
+                os.path.join(options.output_dir, model.name)))
+
+
+def eval_command(options, prefix):
+    """The ``zoo eval`` command line that scores the artifact at ``prefix`` on the run's
+    validation split (its training split if it had none)."""
+    flags = ["--checkpoint", prefix,
+             "--dataset", "voc" if options.dataset == "embedded" else options.dataset,
+             "--data-root", options.data_root, "--split",
+             options.val_split or options.train_split]
+    for flag, value in (("--annotations", options.annotations),
+                        ("--image-dir", options.image_dir)):
+        flags += [flag, value] if value else []
+    return "zoo eval " + " ".join(shlex.quote(flag) for flag in flags)
+
+
 def open_val_set(options):
     """The validation split with every image decoded once: a bad one stops the run now, in
     one line, rather than after the first epoch (with ``skip_bad`` it is dropped)."""
-    val_set = open_dataset(options.dataset, options.data_root, options.val_split,
-                           options.skip_bad)
+    val_set = data_split(options, options.val_split).open()
     val_set.verify(skip_bad=options.skip_bad, num_workers=options.data_threads)
     return val_set
+
+
+def check_split_paths(options):
+    """Refuse one COCO annotation file for both splits: validation would score the
+    training images."""
+    if (options.annotations and "{split}" not in options.annotations and options.val_split
+            and options.val_split != options.train_split):
+        raise OptionsError("--annotations %s names one file for both --train-split %s and "
+                           "--val-split %s: put {split} in it, or pass --val-split ''"
+                           % (options.annotations, options.train_split, options.val_split))
 
 
 def check_batch_size(options, samples, num_workers):

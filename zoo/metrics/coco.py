@@ -179,6 +179,8 @@ def plain_detection(index, detection):
         raise ValueError("detection %d: %s: expected image_id, category_id, bbox [x, y, w, h] "
                          "and score numbers (%s: %s)" % (index, str(detection)[:120],
                                                          type(err).__name__, err))
+    if "file_name" in detection:  # loadRes keeps extra fields; they name the image to a reader
+        plain["file_name"] = str(detection["file_name"])
     x, y, width, height = plain["bbox"] if len(plain["bbox"]) == 4 else [math.nan] * 4
     if not all(map(math.isfinite, (x, y, width, height, plain["score"]))) or \
             width < 0 or height < 0:
@@ -208,16 +210,38 @@ def load_detections(coco_gt, detections):
 
 
 def coco_eval(ground_truth, detections, results_json=None, verbose=False):
-    """COCO box AP of ``detections`` against ``ground_truth``; returns {stat name: value}.
+    """COCO box AP of ``detections`` against ``ground_truth``: {stat name: value} of
+    :func:`coco_evaluator`'s run."""
+    evaluator = coco_evaluator(ground_truth, detections, results_json, verbose)
+    return dict(zip(COCO_STAT_NAMES, (float(v) for v in evaluator.stats)))
+
+
+def category_ap(evaluator):
+    """``{category id: AP}`` of a run :func:`coco_evaluator`: AP at IoU .50:.95 over every
+    area with 100 detections per image, as the ``AP`` stat but per category (-1 for one
+    without ground truth, as pycocotools reports an empty stat)."""
+    precision = evaluator.eval["precision"]  # [IoU, recall, category, area, max dets]
+    scores = {}
+    for index, category in enumerate(evaluator.params.catIds):
+        values = precision[:, :, index, 0, -1]
+        values = values[values > -1]
+        scores[int(category)] = float(values.mean()) if values.size else -1.0
+    return scores
+
+
+def coco_evaluator(ground_truth, detections, results_json=None, verbose=False):
+    """pycocotools' ``COCOeval`` of ``detections`` against ``ground_truth``, evaluated,
+    accumulated and summarised (``stats``, ``eval``).
 
     ``ground_truth``: COCO JSON path, ground-truth dict (see ``coco_ground_truth``)
     or pycocotools ``COCO``. ``detections``: dicts with ``image_id``,
     ``category_id``, ``bbox`` ``[x, y, w, h]`` in pixels and ``score`` (see
     ``coco_detections``). Every ground-truth image is evaluated, so an image
-    without detections counts its boxes as missed. Keys are ``COCO_STAT_NAMES``
-    (AP, AP50, AP75, ...); a stat with no ground truth (e.g. no small boxes) is -1,
-    as pycocotools reports it. ``results_json`` also writes the detections there in
-    the COCO results format. pycocotools' prints are shown only if ``verbose``.
+    without detections counts its boxes as missed. Its ``stats`` are
+    ``COCO_STAT_NAMES`` (AP, AP50, AP75, ...); a stat with no ground truth (e.g. no small
+    boxes) is -1, as pycocotools reports it. ``results_json`` also writes the detections
+    there in the COCO results format (a detection's ``file_name``, if it has one, too).
+    pycocotools' prints are shown only if ``verbose``.
     """
     detections = [plain_detection(index, d) for index, d in enumerate(detections)]
     if results_json is not None:
@@ -229,4 +253,4 @@ def coco_eval(ground_truth, detections, results_json=None, verbose=False):
         evaluator.evaluate()
         evaluator.accumulate()
         evaluator.summarize()
-    return dict(zip(COCO_STAT_NAMES, (float(v) for v in evaluator.stats)))
+    return evaluator

@@ -1,4 +1,4 @@
-"""Deprecated: the symbol builders moved to the top-level package :mod:`symbols` (0.3.0).
+"""Deprecated: the symbol builders moved to the top-level package :mod:`symbols` (0.2.0).
 
 ``zoo.modeling`` and its submodules still import, with a :class:`DeprecationWarning`, as
 aliases of their new homes; use ``symbols`` (and :mod:`zoo.pretrained.maps` for GluonCV's

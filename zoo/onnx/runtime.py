@@ -28,7 +28,7 @@ __all__ = ["OnnxDetector", "OnnxModelError", "check_image_size", "load_onnx_dete
 IMAGE_INPUTS = {"none": "data", "normalize": "image"}
 """The image input of each ``zoo.graph_preprocessing``."""
 IM_INFO = "im_info"
-INSTALL = "pip install 'mxnet-detection-zoo[onnx]'"
+INSTALL = "pip install -e '.[onnx]' in the zoo's checkout"
 JSON_METADATA = {
     # key: (whether a decoded value is good, what is expected)
     "zoo.class_names": (lambda value: isinstance(value, list) and len(value) > 0
@@ -45,9 +45,9 @@ class OnnxModelError(ValueError):
     one line naming the file."""
 
 
-def load_onnx_detector(path, providers=None, threads=None):
+def load_onnx_detector(path, providers=None, threads=None, exif="apply"):
     """The :class:`OnnxDetector` of an exported ``PREFIX.onnx`` file."""
-    return OnnxDetector(path, providers, threads)
+    return OnnxDetector(path, providers, threads, exif)
 
 
 class OnnxDetector(BatchDetector):
@@ -56,11 +56,12 @@ class OnnxDetector(BatchDetector):
 
     ``providers`` are ONNX Runtime's execution providers, in order of preference (default
     the CPU's); ``threads`` the threads a pass runs on (default ONNX Runtime's, one per
-    physical core). ``network``, ``class_names``, ``preprocessing`` and
-    ``graph_preprocessing`` are the file's metadata. One call at a time.
+    physical core); ``exif`` as :class:`zoo.Detector` takes it (default ``"apply"``).
+    ``network``, ``class_names``, ``preprocessing`` and ``graph_preprocessing`` are the
+    file's metadata. One call at a time.
     """
 
-    def __init__(self, path, providers=None, threads=None):
+    def __init__(self, path, providers=None, threads=None, exif="apply"):
         self.path = os.fspath(path)
         self.session = open_session(self.path, providers, threads)
         metadata = self.session.get_modelmeta().custom_metadata_map
@@ -70,7 +71,7 @@ class OnnxDetector(BatchDetector):
                                                   GRAPH_PREPROCESSING)
         self.preprocessing = metadata_json(self.path, metadata, "zoo.preprocessing")
         super().__init__(metadata_json(self.path, metadata, "zoo.class_names"),
-                         self.preprocessing)
+                         self.preprocessing, exif)
         self.image_input = IMAGE_INPUTS[self.graph_preprocessing]
         self.input_names = check_graph(self.path, self.session, self.image_input,
                                        self.preprocessing)
