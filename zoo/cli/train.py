@@ -10,14 +10,16 @@ import os
 
 from ..engine.trainer import OPTIMIZERS
 from ..jobs.train import KV_STORES, TrainOptions, train
+from . import report
 from .common import (add_batch_flag, add_ctx_flag, add_dataset_flags, add_hidden_alias,
                      add_progress_flag, comma_list, float_in, network, nonnegative_float,
                      nonnegative_int, options_from, positive_float, positive_int, regex)
 
 
 def add_arguments(p):
-    p.add_argument("--network", required=True, type=network,
-                   help="registered model name or YAML config path")
+    p.add_argument("--network", type=network, default=None,
+                   help="registered model name or YAML config path (default with --init-from: "
+                        "the config its artifact stores)")
     add_dataset_flags(p, {
         "--train-split": ("train", "split to train on"),
         "--val-split": ("val", "split to validate on ('' for none)")})
@@ -57,6 +59,13 @@ def add_arguments(p):
                         "'^conv1_|^stage1_'")
     p.add_argument("--resume", default="", metavar="PREFIX|auto",
                    help="artifact prefix to continue from, or 'auto' for this run's own")
+    p.add_argument("--init-from", default="", metavar="PREFIX",
+                   help="start a new run from this artifact (trained, or imported from "
+                        "GluonCV): arrays of equal name and shape copied, the class layers "
+                        "taken class by class where class names are shared, the rest afresh; "
+                        "same architecture and backbone")
+    p.add_argument("--init-epoch", type=nonnegative_int, default=None, metavar="N",
+                   help="epoch of --init-from (default: its best validated, else newest)")
     p.add_argument("--overwrite", action="store_true",
                    help="start afresh in an --output-dir that holds another run's checkpoints")
     p.add_argument("--keep-last", type=positive_int, default=3,
@@ -80,6 +89,9 @@ def add_arguments(p):
 
 
 def run(args):
+    if not args.network and not args.init_from:
+        # a missing flag, as argparse reports one (its groups cannot say "one or both")
+        return report("train", "one of the arguments --network --init-from is required", 2)
     result = train(options_from(TrainOptions, args))
     if result.worker_log:
         print("worker rank %d: log in %s" % (result.rank, os.path.abspath(result.worker_log)))
