@@ -206,3 +206,16 @@ def test_init_from_needs_a_network_or_an_artifact(capsys):
     assert main(["train", "--epochs", "1"]) == 2
     assert capsys.readouterr().err == ("zoo train: error: one of the arguments --network "
                                        "--init-from is required\n")
+
+
+def test_another_architecture_is_refused_by_zoo_train_in_one_line(two_classes, tmp_path,
+                                                                  capsys):
+    prefix, _, _ = source_artifact(tmp_path, ("square", "bar"))
+    assert main(["train", "--init-from", prefix, "--network", "faster_rcnn_mobilenetv2",
+                 "--dataset", "voc", "--data-root", two_classes, "--batch-size", "2",
+                 "--output-dir", str(tmp_path / "out"), "--no-progress"]) == 1
+    err = capsys.readouterr().err
+    assert err == ("zoo train: error: init_from %s-0000 is ssd on mobilenetv2, this run's "
+                   "faster_rcnn_mobilenetv2 is faster_rcnn on mobilenetv2: fine-tuning needs "
+                   "the same architecture and backbone\n" % prefix)
+    assert not os.path.exists(str(tmp_path / "out" / "faster_rcnn_mobilenetv2-0001.json"))

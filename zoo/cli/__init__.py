@@ -22,7 +22,7 @@ from .common import HelpFormatter, Parser
 
 COMMANDS = {
     # name: (module of this package, one-line summary)
-    "train": ("train", "train a detector on a dataset"),
+    "train": ("train", "train a detector on a dataset, or fine-tune an artifact (--init-from)"),
     "eval": ("eval", "score an artifact on a dataset split (VOC mAP, COCO AP)"),
     "demo": ("demo", "draw an artifact's detections on an image"),
     "quantize": ("quantize", "quantize an artifact to int8, calibrated on a dataset split"),

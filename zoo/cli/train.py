@@ -3,6 +3,8 @@
 Example, the embedded shapes dataset:
     zoo train --network ssd_mobilenetv2 --dataset embedded --data-root output/shapes \\
         --data-shape 256 --epochs 10 --output-dir output/train
+Fine-tune another artifact (trained, or from `zoo import-gluoncv`) on a dataset's classes:
+    zoo train --init-from models/ssd_voc --dataset voc --data-root my_data --lr 0.001
 On two workers of a parameter-server cluster:
     zoo launch -n 2 -- zoo train ... --kv-store dist_sync
 """
