@@ -41,7 +41,13 @@ def base_anchors(stride, scales, ratios):
 def grid_anchors(stride, scales, ratios, height, width):
     """``(A * height * width, 4)`` anchors in (anchor, row, column) order, the order of an
     RPN score map ``(B, A, height, width)`` flattened."""
-    base = base_anchors(stride, scales, ratios)
+    return shifted_anchors(base_anchors(stride, scales, ratios), stride, height, width)
+
+
+def shifted_anchors(base, stride, height, width):
+    """``(A * height * width, 4)`` anchors in (anchor, row, column) order: the first cell's
+    ``base`` ``(A, 4)`` shifted by ``stride`` to every cell of a ``height x width`` map."""
+    base = np.asarray(base, dtype=np.float32)
     shift_x, shift_y = np.meshgrid(np.arange(width) * stride, np.arange(height) * stride)
     shifts = np.stack([shift_x, shift_y, shift_x, shift_y], axis=-1).astype(np.float32)
     return (base[:, None, None, :] + shifts[None]).reshape(-1, 4)

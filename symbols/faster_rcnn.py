@@ -174,7 +174,8 @@ def detection_graph(levels, box_features, im_info, head, settings, decoding):
 def training_graph(levels, box_features, im_info, label, head, settings, sampling):
     """The training outputs of any Faster R-CNN (see :func:`detection_graph`): RPN losses
     over every level's anchors, proposals without gradient, sampled ROIs and their losses."""
-    rpn_prob, rpn_box_loss, rpn_label = rpn_losses(levels, label, im_info, sampling)
+    rpn_prob, rpn_box_loss, rpn_label = rpn_losses(levels, label, im_info, sampling,
+                                                   settings.convention)
     rois = proposals([without_gradient(level) for level in levels], im_info, settings)
     sampled = mx.sym.Custom(rois, label, im_info, name="proposal_target",
                             op_type="zoo_proposal_target", num_classes=head.num_classes,

@@ -6,19 +6,20 @@ detection label ``(B, M, 6)`` rows ``[cls, x1, y1, x2, y2, difficult]`` with
 coordinates normalised to the image (``im_info`` rows ``[height, width, scale]``)
 and padding rows of -1, the same label the SSD models train on.
 
-Anchors, encoding and IoU follow the continuous convention of the proposal graph
+Encoding and IoU follow the continuous convention of the proposal graph
 (:mod:`symbols.box_coder`): ground-truth boxes are the label's corners times the image
-size, without the "+1" pixel, and IoUs are computed without it.
+size, without the "+1" pixel, and IoUs are computed without it. The RPN's anchors are
+given to the operator, each level's first cell, by the graph that decodes with them
+(:func:`symbols.rpn.level_base_anchors`), so training matches against the
+anchors inference decodes, whatever the ``rcnn_convention``.
 """
 import json
 
 import mxnet as mx
 import numpy as np
 
-from symbols.boxes import iou as box_iou
-from symbols.box_coder import encode, grid_anchors
-
-__all__ = ["ProposalTarget", "RPNTarget", "ground_truth"]
+from ..boxes import iou as box_iou
+from .box_coder import encode, shifted_anchors
 
 
 def ground_truth(label, im_info):
@@ -41,9 +42,9 @@ def subsample(indices, count, rng):
 
 class RPNTarget(mx.operator.CustomOp):
     """Labels (1 object, 0 background, -1 ignored) and box targets for every anchor of every
-    level, sampled together per image. ``levels`` lists ``(stride, scales, ratios)`` per RPN
-    score map; anchors are numbered level by level, each in
-    :func:`symbols.box_coder.grid_anchors` order."""
+    level, sampled together per image. ``levels`` lists ``(stride, base)`` per RPN score map,
+    ``base`` the ``(A, 4)`` anchors of its first cell; anchors are numbered level by level,
+    each in :func:`symbols.box_coder.shifted_anchors` order."""
 
     def __init__(self, levels, batch_size, fg_fraction, positive_iou, negative_iou):
         super().__init__()
@@ -53,8 +54,8 @@ class RPNTarget(mx.operator.CustomOp):
 
     def anchors(self, scores):
         """``(N, 4)`` anchors of every level for score maps ``(B, 2A, H, W)``."""
-        return np.concatenate([grid_anchors(stride, scales, ratios, *score.shape[2:])
-                               for (stride, scales, ratios), score in zip(self.levels, scores)])
+        return np.concatenate([shifted_anchors(base, stride, *score.shape[2:])
+                               for (stride, base), score in zip(self.levels, scores)])
 
     def forward(self, is_train, req, in_data, out_data, aux):
         *scores, label, im_info = (x.asnumpy() for x in in_data)
@@ -101,7 +102,8 @@ class RPNTarget(mx.operator.CustomOp):
 @mx.operator.register("zoo_rpn_target")
 class RPNTargetProp(mx.operator.CustomOpProp):
     """Inputs: one RPN score map ``(B, 2A, H, W)`` per level of ``levels`` (JSON list of
-    ``[stride, scales, ratios]``), then ``label`` and ``im_info``. Outputs over the ``N``
+    ``[stride, base]``, ``base`` the level's first-cell anchors ``[[x1, y1, x2, y2], ...]``),
+    then ``label`` and ``im_info``. Outputs over the ``N``
     anchors of all levels: ``label`` ``(B, N)``, ``bbox_target`` and ``bbox_weight``
     ``(B, N, 4)``."""
 

@@ -155,6 +155,16 @@ def gluoncv_base_anchors(stride, scales, ratios):
     return np.array(anchors, dtype=np.float32)
 
 
+def level_base_anchors(anchors, convention):
+    """The first cell's anchors ``(A, 4)`` of ``anchors`` (an :class:`AnchorLevel`) that the
+    proposals of ``convention`` decode against: GluonCV's pixel windows
+    (:func:`gluoncv_base_anchors`) or the zoo's continuous ones
+    (:func:`zoo.modeling.box_coder.base_anchors`). The RPN's training targets match against
+    the same (:func:`rpn_losses`)."""
+    make = gluoncv_base_anchors if convention == "gluoncv" else box_coder.base_anchors
+    return make(anchors.stride, anchors.scales, anchors.ratios)
+
+
 def _anchor_map(feature, anchors, base):
     """``(1, A, H, W, 4)``: the first cell's anchors ``base`` shifted to every cell of the
     feature map's own ``H x W``, computed in the graph so that they follow the bound shape."""
@@ -184,7 +194,7 @@ def _anchor_map(feature, anchors, base):
 def anchor_grid(feature, anchors):
     """``(A * H * W, 4)`` anchors of :func:`symbols.box_coder.grid_anchors` for the
     feature map's own ``H x W``; ``anchors`` an :class:`AnchorLevel`."""
-    base = box_coder.base_anchors(anchors.stride, anchors.scales, anchors.ratios)
+    base = level_base_anchors(anchors, "zoo")
     return mx.sym.Reshape(_anchor_map(feature, anchors, base), shape=(-1, 4),
                           name="rpn_anchor_flat_" + anchors.tag)
 
@@ -332,8 +342,7 @@ def gluoncv_level_rows(level, im_info, settings):
     deltas = mx.sym.Reshape(mx.sym.transpose(level.deltas, axes=(0, 2, 3, 1),
                                              name=name("deltas_last")),
                             shape=(0, -1, 4), name=name("deltas_by_cell"))
-    base = gluoncv_base_anchors(level.anchors.stride, level.anchors.scales,
-                                level.anchors.ratios)
+    base = level_base_anchors(level.anchors, "gluoncv")
     anchors = mx.sym.Reshape(mx.sym.transpose(_anchor_map(level.feature, level.anchors, base),
                                               axes=(0, 2, 3, 1, 4), name=name("anchor_cells")),
                              shape=(1, -1, 4), name=name("anchors_by_cell"))
@@ -420,10 +429,11 @@ def without_gradient(level):
                        mx.sym.BlockGrad(level.deltas, name="rpn_bbox_pred_nograd_" + tag))
 
 
-def rpn_losses(levels, label, im_info, sampling):
+def rpn_losses(levels, label, im_info, sampling, convention):
     """``(class probabilities, box loss, anchor labels)`` of the RPN over the anchors of every
-    level, labelled and sampled together per image by the ``zoo_rpn_target`` operator."""
-    anchors = [[level.anchors.stride, list(level.anchors.scales), list(level.anchors.ratios)]
+    level, labelled and sampled together per image by the ``zoo_rpn_target`` operator, which
+    is given the anchors the proposals of ``convention`` decode against."""
+    anchors = [[level.anchors.stride, level_base_anchors(level.anchors, convention).tolist()]
                for level in levels]
     targets = mx.sym.Custom(*[level.score for level in levels], label, im_info,
                             name="rpn_target", op_type="zoo_rpn_target",

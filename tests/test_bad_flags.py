@@ -40,7 +40,7 @@ PARSE_ERRORS = [
     (TRAIN + ["--kv-store", "nccl"], ["argument --kv-store", "'nccl'"]),
     (TRAIN + ["--seed", "-1"], ["argument --seed", "'-1'"]),
     (TRAIN + ["--nope"], ["unrecognized arguments: --nope"]),
-    (["train"], ["the following arguments are required: --network"]),
+    (["train"], ["one of the arguments --network --init-from is required"]),
     (["eval", "--checkpoint", "x"], ["the following arguments are required: --data-root"]),
     (["eval", "--checkpoint", "x", "--data-root", "y", "--epoch", "-1"], ["argument --epoch",
                                                                           "'-1'"]),

@@ -72,7 +72,7 @@ def test_without_an_interpolation_inference_warps_as_before():
 
 def test_an_unknown_interpolation_is_one_line_naming_it():
     with pytest.raises(ValueError, match="^preprocessing interpolation = 'lanczos': expected "
-                                         "one of warp, bilinear, auto$"):
+                                         "one of warp, bilinear, bicubic, auto$"):
         inference_transform(dict(mean=list(MEAN_PIXELS), std=list(STD_PIXELS),
                                  data_shape=[64, 64], interpolation="lanczos"))
 

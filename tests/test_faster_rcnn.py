@@ -6,7 +6,7 @@ import pytest
 
 import zoo
 from symbols.boxes import iou
-from symbols.box_coder import decode, encode, grid_anchors
+from symbols.box_coder import base_anchors, decode, encode, grid_anchors
 from symbols.rpn import AnchorLevel, LevelOutput, ProposalSettings, proposals
 from symbols.layers import StrictNameManager
 from symbols.rcnn_targets import ProposalTarget, RPNTarget
@@ -115,7 +115,9 @@ def test_proposals_match_numpy_reference(levels, pre, post):
                                      (32, [4], [0.5, 1, 2])]])
 def test_rpn_targets_label_overlapping_anchors(levels):
     """One level (C4) or three (FPN): anchors of every level labelled and sampled together."""
-    op = RPNTarget(levels, batch_size=64, fg_fraction=0.5, positive_iou=0.7, negative_iou=0.3)
+    op = RPNTarget([(stride, base_anchors(stride, scales, ratios)) for stride, scales, ratios
+                    in levels], batch_size=64, fg_fraction=0.5, positive_iou=0.7,
+                   negative_iou=0.3)
     _, im_info, label = fixed_batch()
     im_info[:] = [160, 224, 1]
     scores = [mx.nd.zeros((1, 2 * len(scales) * len(ratios), 160 // stride, 224 // stride))

@@ -16,19 +16,28 @@ boxes by up to 6e-3 pixels at 800x1333) and can swap two detections whose scores
 unmasked ROIAlign branch: the masked one gives ROIAlign batch index -1, on which MXNet's
 CPU kernel leaves output rows unwritten (GluonCV then adds uninitialised memory).
 """
+import json
+
 import mxnet as mx
 import numpy as np
 import pytest
 
+import zoo
 from conftest import forward
+from test_gluoncv_ssd import random_images
 from zoo import artifact
+from zoo.data.transforms import resize_image
 from zoo.architectures import faster_rcnn as c4
-from zoo.gluoncv import common, import_gluoncv, rcnn
-from zoo.config.registry import network_config
+from zoo.architectures import faster_rcnn_fpn as fpn
+from zoo.gluoncv import IMPORTERS, common, import_gluoncv, rcnn
+from zoo.config.loading.registry import network_config
 from zoo.model import build_model
 from symbols.rpn import gluoncv_base_anchors
+from symbols.rcnn_targets import RPNTargetProp
+from zoo.schema.fields.preprocessing import scaled_size
 
 gluoncv = pytest.importorskip("gluoncv")
+from gluoncv.data.transforms.image import resize_short_within  # noqa: E402
 from gluoncv.data.transforms.presets.rcnn import transform_test  # noqa: E402
 from gluoncv.model_zoo.rcnn.rpn.anchor import generate_base_anchors  # noqa: E402
 
@@ -155,3 +164,164 @@ def test_anchors_that_differ_fail_the_import():
     with pytest.raises(ValueError, match="rpn.anchor_generator.anchors are not the anchors"):
         rcnn.check_anchors(gluon, "rpn.anchor_generator.anchors",
                            c4.rpn(model.spec, "test").anchors, model)
+
+
+def target_op_anchors(model, score_shapes):
+    """The anchors ``(N, 4)`` the ``zoo_rpn_target`` operator of ``model``'s training graph
+    matches against, for RPN score maps of ``score_shapes``, in (anchor, row, column) order."""
+    nodes = json.loads(model.train_symbol().tojson())["nodes"]
+    attrs = next(node["attrs"] for node in nodes if node["name"] == "rpn_target")
+    prop = RPNTargetProp(**{k: v for k, v in attrs.items() if k != "op_type"})
+    op = prop.create_operator(mx.cpu(), None, None)
+    return op.anchors([np.zeros(shape, np.float32) for shape in score_shapes])
+
+
+def inference_anchors(model, height, width):
+    """Per RPN level of ``model``'s inference graph on a ``height x width`` input: the anchors
+    its proposals decode against, ``(A, H, W, 4)`` (the graph's anchor map, built from the
+    feature map's shape)."""
+    levels = (fpn.anchors(model.spec) if model.spec["arch"] == "faster_rcnn_fpn"
+              else [c4.rpn(model.spec, "test").anchors])
+    internals = model.symbol().get_internals()
+    anchors = []
+    for level in levels:
+        executor = internals["rpn_anchor_corners_%s_output" % level.tag].simple_bind(
+            mx.cpu(), data=(1, 3, height, width), im_info=(1, 3), grad_req="null")
+        anchors.append(executor.forward(is_train=False)[0].asnumpy()[0])
+    return anchors
+
+
+@pytest.mark.parametrize("config", ["faster_rcnn_resnet50_gluoncv_voc",
+                                    "faster_rcnn_fpn_resnet50_gluoncv_coco",
+                                    "faster_rcnn_mobilenetv2", "faster_rcnn_fpn_mobilenetv2"])
+def test_the_rpn_trains_against_the_anchors_inference_decodes(config):
+    """In either ``rcnn_convention`` the RPN target operator matches ground truth against the
+    very anchors the proposals decode (GluonCV's rounded pixel windows for an imported
+    model, the zoo's continuous ones otherwise)."""
+    model = build_model(network_config(config), data_shape=128, max_size=192)
+    decoded = inference_anchors(model, 128, 192)
+    shapes = [(1, 2 * a.shape[0]) + a.shape[1:3] for a in decoded]
+    trained = target_op_anchors(model, shapes)
+    np.testing.assert_array_equal(trained, np.concatenate([a.reshape(-1, 4) for a in decoded]))
+    gluoncv_anchors = model.spec["rcnn_convention"] == "gluoncv"
+    # a box of the zoo's convention is centred on its cell; GluonCV's on its pixel window
+    first = decoded[0][:, 0, 0]
+    centre = (first[:, 0] + first[:, 2]) / 2
+    stride = model.spec.get("fpn_strides", [16])[0]
+    np.testing.assert_allclose(centre, (stride - 1) / 2 if gluoncv_anchors else stride / 2)
+
+
+def test_an_imported_rcnn_trains_its_rpn_against_gluoncvs_anchors():
+    """The anchors of an imported C4 model's RPN targets are GluonCV's stored constant (the
+    anchors GluonCV's network decodes against), cell by cell."""
+    with mx.name.NameManager():
+        net = gluoncv.model_zoo.get_model("faster_rcnn_resnet50_v1b_voc", pretrained=False,
+                                          pretrained_base=False)
+    net.rpn.anchor_generator.initialize()
+    stored = net.rpn.anchor_generator.anchors.data().asnumpy()  # (1, 1, rows, cols, 4A)
+    model = build_model(network_config("faster_rcnn_resnet50_gluoncv_voc"),
+                        data_shape=128, max_size=192)
+    height, width = 8, 12  # the stride-16 map of a 128 x 192 input
+    count = stored.shape[-1] // 4
+    trained = target_op_anchors(model, [(1, 2 * count, height, width)])
+    theirs = stored[0, 0, :height, :width].reshape(height, width, count, 4)
+    np.testing.assert_array_equal(trained.reshape(count, height, width, 4),
+                                  theirs.transpose(2, 0, 1, 3))
+
+
+RAW_SIZES = [(301, 403), (131, 97), (240, 481), (175, 175)]
+"""Raw ``(height, width)`` of the end-to-end images, odd sides: a landscape one shrunk, a
+portrait one enlarged (bicubic overshoots), one capped by ``max_size``, a square."""
+
+
+def imported_artifact(name, net, tmp_path, proposals, short, max_size):
+    """GluonCV's ``net`` imported as an artifact resized to ``short`` (long side at most
+    ``max_size``) that keeps ``proposals`` RPN proposals."""
+    prefix = str(tmp_path / name)
+    common.import_net(IMPORTERS[name], net, prefix, "test weights", data_shape=short,
+                      max_size=max_size, rpn_post_nms_top_n_test=proposals)
+    return prefix
+
+
+SCORE_TOLERANCE, BOX_TOLERANCE = 1e-4, 0.01
+
+
+def unmatched(ours, theirs):
+    """The first of ``ours`` rows that has no row of ``theirs`` of its class, score within
+    :data:`SCORE_TOLERANCE`, box within :data:`BOX_TOLERANCE` pixels and rank equal up to
+    ties (their scores at the two ranks within the tolerance), each used once; None when
+    every row has one. A row at the cut-off (its score within the tolerance of GluonCV's
+    last) may have none: its twin ranks 101st there."""
+    free = np.ones(len(theirs), bool)
+    for rank, row in enumerate(ours):
+        fits = (free & (theirs[:, 0] == row[0])
+                & (np.abs(theirs[:, 1] - row[1]) < SCORE_TOLERANCE)
+                & (np.abs(theirs[:, 1] - theirs[min(rank, len(theirs) - 1), 1])
+                   < SCORE_TOLERANCE)
+                & (np.abs(theirs[:, 2:] - row[2:]).max(axis=1) < BOX_TOLERANCE))
+        if fits.any():
+            free[np.argmax(fits)] = False
+        elif row[1] - theirs[-1, 1] >= SCORE_TOLERANCE:
+            return rank
+    return None
+
+
+def check_pipelines_equal(name, tmp_path, proposals, short, max_size, sizes=RAW_SIZES):
+    """``zoo.load_detector`` on raw images detects what GluonCV's ``transform_test`` and
+    network detect: the same top 100 classes in order, scores within 1e-4, boxes (GluonCV's
+    mapped back to the image, axis by axis, as ours are) within 0.01 pixel. Two detections
+    whose scores tie within 1e-4 may come in either order: the resized pixels may differ by
+    a grey level (OpenCV 4 against MXNet's 3.4), which moves scores by about 1e-5."""
+    net = random_gluon_net(name, proposals)
+    # larger class logits spread the scores, so that their order means something
+    predictor = net.class_predictor.weight
+    predictor.set_data(predictor.data() * 2)
+    detector = zoo.load_detector(imported_artifact(name, net, tmp_path, proposals, short,
+                                                   max_size))
+    for image in random_images(sizes):
+        x, _ = transform_test(image, short=short, max_size=max_size, mean=MEAN, std=STD)
+        theirs = gluon_rows(net, x)
+        height, width = image.shape[:2]
+        theirs[:, 2:] *= np.array([width / x.shape[3], height / x.shape[2]] * 2, np.float32)
+        found = detector(image.asnumpy(), score_threshold=0.0, max_detections=TOP)
+        ours = np.column_stack([found.labels, found.scores, found.boxes])
+        where = "%s on a raw %dx%d image" % (name, height, width)
+        assert len(theirs) == TOP and theirs[0, 1] - theirs[-1, 1] > 0.01, \
+            "%s: degenerate test, GluonCV's scores %s" % (where, theirs[[0, -1], 1])
+        assert len(ours) == len(theirs), where
+        rank = unmatched(ours, theirs)
+        assert rank is None, "%s: detection %d %s is not GluonCV's %s" % (
+            where, rank, ours[rank], theirs[rank])
+
+
+@pytest.mark.parametrize("name, proposals", [("faster_rcnn_resnet50_v1b_voc", 50),
+                                            ("faster_rcnn_fpn_resnet50_v1b_coco", 200)])
+def test_raw_images_detect_what_gluoncvs_whole_pipeline_detects(name, proposals, tmp_path,
+                                                                as_gluoncv_runs):
+    check_pipelines_equal(name, tmp_path, proposals, short=160, max_size=256)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name, proposals, short, max_size", [
+    ("faster_rcnn_resnet50_v1b_voc", 300, 600, 1000),
+    ("faster_rcnn_fpn_resnet50_v1b_coco", 1000, 800, 1333)])
+def test_raw_images_at_full_size_detect_what_gluoncvs_pipeline_detects(
+        name, proposals, short, max_size, tmp_path, as_gluoncv_runs):
+    check_pipelines_equal(name, tmp_path, proposals, short, max_size,
+                          sizes=[(480, 640), (640, 427), (333, 500), (1200, 801)])
+
+
+@pytest.mark.parametrize("size", [(301, 403), (97, 131), (3, 5), (1199, 1999), (240, 481)])
+def test_the_imported_resize_is_gluoncvs(size):
+    """The short-side size rule and the bicubic resize of the imported configs against
+    GluonCV's ``resize_short_within`` (MXNet's interp 2): the same size, pixels at most one
+    grey level apart in a few values (OpenCV 4 against MXNet's OpenCV 3.4)."""
+    image = random_images([size])[0] if min(size) >= 16 else mx.nd.array(
+        np.random.RandomState(0).randint(0, 256, size + (3,)), dtype="uint8")
+    for short, max_size in ((160, 256), (600, 1000), (800, 1333)):
+        theirs = resize_short_within(image, short, max_size).asnumpy()
+        height, width, _ = scaled_size(size[0], size[1], short, max_size)
+        assert (height, width) == theirs.shape[:2], (size, short, max_size)
+        ours = resize_image(image.asnumpy(), (height, width), "bicubic")
+        differ = np.abs(ours.astype(int) - theirs)
+        assert differ.max() <= 1 and np.count_nonzero(differ) <= max(1, 1e-3 * ours.size)

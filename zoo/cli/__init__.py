@@ -24,7 +24,7 @@ __all__ = ["COMMANDS", "HelpFormatter", "LOG_FORMAT", "Parser", "build_parser", 
 
 COMMANDS = {
     # name: (module of this package, one-line summary)
-    "train": ("train", "train a detector on a dataset"),
+    "train": ("train", "train a detector on a dataset, or fine-tune an artifact (--init-from)"),
     "eval": ("eval", "score an artifact on a dataset split (VOC mAP, COCO AP)"),
     "demo": ("demo", "draw an artifact's detections on an image"),
     "quantize": ("quantize", "quantize an artifact to int8, calibrated on a dataset split"),

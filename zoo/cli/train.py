@@ -3,6 +3,8 @@
 Example, the embedded shapes dataset:
     zoo train --network ssd_mobilenetv2 --dataset embedded --data-root output/shapes \\
         --data-shape 256 --epochs 10 --output-dir output/train
+Fine-tune another artifact (trained, or from `zoo import-gluoncv`) on a dataset's classes:
+    zoo train --init-from models/ssd_voc --dataset voc --data-root my_data --lr 0.001
 On two workers of a parameter-server cluster:
     zoo launch -n 2 -- zoo train ... --kv-store dist_sync
 """
@@ -10,6 +12,7 @@ import os
 
 from zoo.engine.trainer import OPTIMIZERS
 from zoo.jobs.train import KV_STORES, TrainOptions, eval_command, train
+from zoo.cli import report
 from zoo.cli.common import (add_batch_flag, add_ctx_flag, add_dataset_flags, add_hidden_alias,
                      add_progress_flag, comma_list, float_in, network, nonnegative_float,
                      nonnegative_int, options_from, positive_float, positive_int, regex)
@@ -18,8 +21,9 @@ __all__ = ["add_arguments", "run"]
 
 
 def add_arguments(p):
-    p.add_argument("--network", required=True, type=network,
-                   help="registered model name or YAML config path")
+    p.add_argument("--network", type=network, default=None,
+                   help="registered model name or YAML config path (default with --init-from: "
+                        "the config its artifact stores)")
     add_dataset_flags(p, {
         "--train-split": ("train", "split to train on"),
         "--val-split": ("val", "split to validate on ('' for none)")})
@@ -59,6 +63,13 @@ def add_arguments(p):
                         "'^conv1_|^stage1_'")
     p.add_argument("--resume", default="", metavar="PREFIX|auto",
                    help="artifact prefix to continue from, or 'auto' for this run's own")
+    p.add_argument("--init-from", default="", metavar="PREFIX",
+                   help="start a new run from this artifact (trained, or imported from "
+                        "GluonCV): arrays of equal name and shape copied, the class layers "
+                        "taken class by class where class names are shared, the rest afresh; "
+                        "same architecture and backbone")
+    p.add_argument("--init-epoch", type=nonnegative_int, default=None, metavar="N",
+                   help="epoch of --init-from (default: its best validated, else newest)")
     p.add_argument("--overwrite", action="store_true",
                    help="start afresh in an --output-dir that holds another run's checkpoints")
     p.add_argument("--keep-last", type=positive_int, default=3,
@@ -82,6 +93,9 @@ def add_arguments(p):
 
 
 def run(args):
+    if not args.network and not args.init_from:
+        # a missing flag, as argparse reports one (its groups cannot say "one or both")
+        return report("train", "one of the arguments --network --init-from is required", 2)
     options = options_from(TrainOptions, args)
     result = train(options)
     if result.worker_log:

@@ -316,7 +316,7 @@ def resize_image(image, size, interpolation, out=None):
     ``imresize``'s (its own OpenCV 3.4) value for value, but for a few bicubic values in a
     million, one grey level apart: OpenCV 4 rounds that vertical pass otherwise."""
     height, width = image.shape[:2]
-    method = cv2.INTER_LINEAR
+    method = cv2.INTER_CUBIC if interpolation == "bicubic" else cv2.INTER_LINEAR
     if interpolation == "auto" and size[0] < height and size[1] < width:
         method = cv2.INTER_AREA
     elif interpolation == "auto" and size[0] > height and size[1] > width:

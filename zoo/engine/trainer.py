@@ -212,14 +212,18 @@ class Trainer:
 
     ``kvstore`` is a created ``dist_*`` kvstore when this process is one worker of a cluster
     (its rank picked ``loader``'s shard); None lets Module create ``options.kv_store``.
+    ``initial_params``: ``(arg_params, aux_params)`` a run that resumes nothing starts from
+    instead of the model's initialiser (a fine-tuning run's, :func:`zoo.engine.finetune.init_from`).
     """
 
-    def __init__(self, model, loader, options, optimizer, hooks=(), kvstore=None):
+    def __init__(self, model, loader, options, optimizer, hooks=(), kvstore=None,
+                 initial_params=None):
         if loader.batch_size != options.batch_size:
             raise ValueError("the loader's batch size %d is not batch_size %d"
                              % (loader.batch_size, options.batch_size))
         self.model, self.loader, self.options = model, loader, options
         self.optimizer_options = optimizer
+        self.initial_params = initial_params
         self.kvstore = options.kv_store if kvstore is None else kvstore
         kind = getattr(self.kvstore, "type", self.kvstore)
         self.distributed, self.synchronous = is_distributed(kind), is_synchronous(kind)
@@ -397,7 +401,9 @@ class Trainer:
     def _start(self, module):
         """Initialise parameters and the optimizer, from the resumed checkpoint if any.
         Every worker of a cluster must resume from the same checkpoint."""
-        if self.resumed is None:
+        if self.resumed is None and self.initial_params is not None:
+            arg_params, aux_params = self.initial_params
+        elif self.resumed is None:
             arg_params, aux_params = self.model.init_params(seed=self.options.seed)
         else:
             arg_params, aux_params = self.resumed.arg_params, self.resumed.aux_params

@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass
 from typing import Optional, Tuple
 
 from zoo import artifact
+from zoo.engine import finetune
 from zoo.data import DetectionLoader, train_transform
 from zoo.distributed.cluster import create_dist_kvstore, is_distributed
 from zoo.engine.hooks import default_hooks, last_checkpoint_note
@@ -30,7 +31,8 @@ KV_STORES = ("local", "device", "dist_sync", "dist_device_sync", "dist_async")
 
 @dataclass(frozen=True)
 class TrainOptions:
-    network: str                         # registered model name or YAML config path
+    network: Optional[str] = None        # registered model name or YAML config path (None:
+                                         # init_from's stored config)
     dataset: str = "embedded"            # a kind of zoo.data.factory.KINDS
     data_root: str = os.path.join("output", "shapes")
     train_split: str = "train"
@@ -52,6 +54,8 @@ class TrainOptions:
     pretrained_backbone: bool = False
     freeze: str = ""                     # regular expression of parameter names kept fixed
     resume: str = ""                     # an artifact prefix, or "auto" for this run's own
+    init_from: str = ""                  # an artifact prefix a new run starts from (zoo.engine.finetune)
+    init_epoch: Optional[int] = None     # its epoch (None: best validated, else newest)
     overwrite: bool = False              # start afresh over another run's checkpoints
     keep_last: int = 3                   # epochs kept besides the best validated one
     output_dir: str = os.path.join("output", "train")
@@ -76,9 +80,19 @@ class TrainResult:
     worker_log: Optional[str] = None     # a dist worker of rank > 0 logs to this file
 
 
+def train_config(options):
+    """The config of ``network``, else the one ``init_from``'s artifact stores."""
+    if options.network:
+        return network_config(options.network)
+    if options.init_from:
+        return finetune.source_config(options.init_from, options.init_epoch)
+    raise OptionsError("train needs a network, or init_from to build the model of the "
+                       "artifact it starts from")
+
+
 def build_train_model(options, class_names):
     """The model for the dataset's classes at the options' data shape."""
-    config = network_config(options.network)
+    config = train_config(options)
     overrides = {"num_classes": len(class_names), "class_names": list(class_names)}
     if options.data_shape:
         overrides["data_shape"] = options.data_shape
@@ -111,7 +125,18 @@ def make_trainer(options, kvstore=None):
                           overwrite=options.overwrite, progress=options.progress,
                           run=run_record(options))
     return Trainer(model, loader, trainer_options(options), optimizer_options(options),
-                   hooks=hooks, kvstore=kvstore)
+                   hooks=hooks, kvstore=kvstore, initial_params=initial_params(options, model))
+
+
+def initial_params(options, model):
+    """``(arg_params, aux_params)`` a fine-tuning run starts from (its summary logged in one
+    line), or None: the model's initialiser, or a resume, which restores everything."""
+    if not options.init_from or options.resume:
+        return None
+    args, aux, summary = finetune.init_from(model, options.init_from, options.init_epoch,
+                                            seed=options.seed)
+    LOG.info("%s", summary.line())
+    return args, aux
 
 
 def data_split(options, split):

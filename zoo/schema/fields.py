@@ -248,7 +248,8 @@ COMMON = types.MappingProxyType({field.name: field for field in (
           "per-channel RGB standard deviation the pixels are divided by"),
     Field("interpolation", Str(choices=INTERPOLATIONS), WARP,
           "how inference resizes an image: `warp` (bilinear, as training), or OpenCV's "
-          "resize `bilinear` or `auto` (area shrinking, bicubic enlarging: GluonCV's SSD)"),
+          "resize `bilinear`, `bicubic` (GluonCV's Faster R-CNN `transform_test`) or `auto` "
+          "(area shrinking, bicubic enlarging: GluonCV's SSD)"),
     Field("nms_threshold", FRACTION, PER_ARCH,
           "IoU above which NMS suppresses the lower-scored box"),
     Field("nms_topk", Int(1, special=(-1,), note="-1: all"), PER_ARCH,

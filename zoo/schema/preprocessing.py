@@ -23,10 +23,12 @@ MEAN_PIXELS = (123.68, 116.779, 103.939)
 STD_PIXELS = (58.393, 57.12, 57.375)
 
 WARP = "warp"
-INTERPOLATIONS = (WARP, "bilinear", "auto")
+INTERPOLATIONS = (WARP, "bilinear", "bicubic", "auto")
 """How inference resizes an image: ``warp``, a bilinear ``cv2.warpAffine`` whose border is
 the mean pixel (the default, as training warps); or ``cv2.resize``, ``bilinear``
-(``INTER_LINEAR``, MXNet's ``imresize`` interp 1, GluonCV's Faster R-CNN) or ``auto`` (MXNet's
+(``INTER_LINEAR``, MXNet's ``imresize`` interp 1, GluonCV's ``FasterRCNNDefaultValTransform``),
+``bicubic`` (``INTER_CUBIC``, MXNet's interp 2, which GluonCV's Faster R-CNN
+``transform_test`` and ``load_test`` use through ``resize_short_within``) or ``auto`` (MXNet's
 interp 9, GluonCV's SSD: ``INTER_AREA`` when both sides shrink, ``INTER_CUBIC`` when both
 grow, else ``INTER_LINEAR``)."""
 
