@@ -1,4 +1,5 @@
-"""Model configurations: YAML files read with ``yaml.safe_load``, defaults, overrides.
+"""Model configurations: YAML files read with :mod:`zoo.safe_yaml` (``yaml.safe_load``
+refusing duplicate keys and alias bombs), defaults, overrides.
 
 A raw config is a plain dict. Per-data-shape values live under ``shapes:``;
 :func:`resolve` merges that section into the top level and returns a
@@ -13,6 +14,7 @@ import os
 import yaml
 
 from .detectors import ARCHITECTURES
+from . import safe_yaml
 from .errors import ConfigError
 from .schema import COMMON
 
@@ -128,7 +130,7 @@ def _read_yaml(path):
     name = _stem(path)
     try:
         with open(path, encoding="utf-8") as stream:
-            raw = yaml.safe_load(stream)
+            raw = safe_yaml.load(stream)
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = "%s:%d" % (path, mark.line + 1) if mark else path

@@ -54,10 +54,10 @@ def user_errors():
     from ..artifact import ArtifactError
     from ..distributed import ClusterError
     from ..engine.trainer import TrainingError
-    from ..errors import ConfigError, DataError, OptionsError
+    from ..errors import ConfigError, DataError, OptionsError, OutputLocked
     from ..gluoncv.common import GluonCVImportError
     return (ConfigError, DataError, ArtifactError, FileNotFoundError, TrainingError,
-            ClusterError, OptionsError, GluonCVImportError)
+            ClusterError, OptionsError, GluonCVImportError, OutputLocked)
 
 
 def build_parser(command=None):

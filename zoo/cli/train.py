@@ -11,8 +11,9 @@ import os
 from ..engine.trainer import OPTIMIZERS
 from ..jobs.train import KV_STORES, TrainOptions, train
 from .common import (add_batch_flag, add_ctx_flag, add_dataset_flags, add_hidden_alias,
-                     add_progress_flag, comma_list, float_in, network, nonnegative_float,
-                     nonnegative_int, options_from, positive_float, positive_int, regex)
+                     add_progress_flag, comma_list, float_in, increasing, network,
+                     nonnegative_float, nonnegative_int, options_from, positive_float,
+                     positive_int, regex)
 
 
 def add_arguments(p):
@@ -31,7 +32,7 @@ def add_arguments(p):
                    help="base learning rate of a step; gradients are averaged over devices "
                         "and dist_sync workers, so N workers with --batch-size B train like "
                         "one with N x B at the same --lr")
-    p.add_argument("--lr-steps", type=comma_list(nonnegative_float), default=(),
+    p.add_argument("--lr-steps", type=increasing(comma_list(nonnegative_float)), default=(),
                    help="comma-separated epochs at which the lr drops (none by default)")
     p.add_argument("--lr-factor", type=positive_float, default=0.1,
                    help="lr multiplier at each step")
