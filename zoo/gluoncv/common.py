@@ -140,8 +140,8 @@ def _check_names(params, gluoncv_name, found, wanted):
     extra, missing = sorted(found - wanted), sorted(wanted - found)
     if extra or missing:
         raise GluonCVImportError(
-            "%s: not the arrays of GluonCV's %s: %d extra (%s), %d missing (%s); nothing was "
-            "imported" % (params, gluoncv_name, len(extra), ", ".join(extra[:3]) or "none",
+            "%s: not a parameter file of GluonCV's %s: %d extra arrays (%s), %d missing "
+            "(%s); nothing was imported" % (params, gluoncv_name, len(extra), ", ".join(extra[:3]) or "none",
                           len(missing), ", ".join(missing[:3]) or "none"))
 
 
