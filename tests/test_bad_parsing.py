@@ -127,3 +127,10 @@ def test_lr_steps_on_one_update_are_one_line_before_anything_is_written(
     assert status == 1 and err.count("\n") == 1 and "Traceback" not in err, err
     assert same in err
     assert not output.exists() or os.listdir(output) == []
+
+
+def test_a_long_unknown_key_is_quoted_bounded(tmp_path, capsys):
+    # YAML caps a plain key at 1024 characters; an explicit one (``? KEY``) has no cap.
+    path = write(tmp_path, SSD + "? nms_%s\n: 1\n" % ("x" * 50000))
+    line = check_fails(path, capsys)
+    assert "a known config field" in line and len(line) < 2000

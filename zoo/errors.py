@@ -10,6 +10,13 @@ _QUOTE.maxstring = _QUOTE.maxother = 120
 QUOTE_LIMIT = 160
 
 
+def _cut(text):
+    """A name (a model's, a field's) at most :data:`QUOTE_LIMIT` characters long: a YAML
+    key can be any length."""
+    text = str(text)
+    return text if len(text) <= QUOTE_LIMIT else text[:QUOTE_LIMIT - 3] + "..."
+
+
 def quoted(value):
     """``repr(value)`` bounded in depth, items and length (``...`` marks the cuts)."""
     text = _QUOTE.repr(value)
@@ -21,7 +28,8 @@ class ConfigError(ValueError):
 
     def __init__(self, model, field, value, expected):
         self.model, self.field, self.value, self.expected = model, field, value, expected
-        super().__init__("%s: %s = %s: %s" % (model, field, quoted(value), expected))
+        super().__init__("%s: %s = %s: %s" % (_cut(model), _cut(field), quoted(value),
+                                                expected))
 
 
 class PretrainedNotFound(FileNotFoundError):
