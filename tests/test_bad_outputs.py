@@ -3,6 +3,7 @@ that was good before it. Every failing command here runs through the CLI; the sh
 every file in its folder is taken before and after, and must not change."""
 import hashlib
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -117,8 +118,10 @@ def test_an_int8_epoch_whose_graph_was_replaced_is_refused(fp32, shapes, tmp_pat
     graph = artifact.epoch_files(int8, 1).graph
     with open(graph) as stream:
         text = stream.read()
+    changed = re.sub(r'"min_calib_range": "[^"]*"', '"min_calib_range": "-9.5"', text, count=1)
+    assert changed != text
     with open(graph, "w") as stream:  # another calibration's threshold
-        stream.write(text.replace('"min_calib_range": "', '"min_calib_range": "-1', 1))
+        stream.write(changed)
     with pytest.raises(artifact.ArtifactError, match="not the graph .*-0001.json was saved "
                                                      "with"):
         artifact.load(int8, 1)
