@@ -313,3 +313,44 @@ def test_skip_bad_drops_a_bad_validation_image_for_training_and_eval(shapes, tmp
     assert capsys.readouterr().out.startswith("3 images of %s/val, epoch 1" % root)
     with open(prefix + "-eval-val.json") as stream:
         assert json.load(stream)["images"] == 3
+
+
+# -- "Last good" means evaluated good ---------------------------------------------------------
+
+class Blowup(Hook):
+    """After the last update of epoch ``epoch``, scales every parameter by 1e4: finite, but
+    exploded, as a step at a huge learning rate leaves them (the epoch is saved so)."""
+
+    def __init__(self, epoch):
+        self.epoch = epoch
+
+    def after_step(self, trainer, epoch, batch_index, losses):
+        if (epoch, batch_index) == (self.epoch, len(trainer.loader) - 1):
+            from zoo.engine import module_adapter
+            for _, arrays in module_adapter.param_arrays(trainer.module):
+                for array in arrays:
+                    array *= 1e4
+            module_adapter.mark_params_changed(trainer.module)
+
+
+def diverged_after_blowup(tmp_path, epoch, epochs):
+    from zoo.engine.trainer import TrainingDiverged
+    model = tiny_model()
+    hooks = [Blowup(epoch)] + default_hooks(model, str(tmp_path), progress=False)
+    with pytest.raises(TrainingDiverged) as caught:
+        train(epochs=epochs, hooks=hooks)
+    assert artifact.epochs(prefix_in(tmp_path))[-1] == epoch + 1, "the exploded epoch is saved"
+    return str(caught.value)
+
+
+def test_the_checkpoint_saved_after_the_blowup_is_never_named_good(tmp_path):
+    message = diverged_after_blowup(tmp_path, epoch=1, epochs=4)
+    assert "the last good checkpoint is %s-0001.params" % prefix_in(tmp_path) in message
+    assert "-0002.params" not in message and "\n" not in message
+
+
+def test_without_an_evaluated_checkpoint_none_is_named_good(tmp_path):
+    message = diverged_after_blowup(tmp_path, epoch=0, epochs=3)
+    assert ("no checkpoint is known to be good (%s-0001.params was saved but its loss was "
+            "never evaluated)" % prefix_in(tmp_path)) in message
+    assert "last good checkpoint is" not in message

@@ -4,12 +4,15 @@ The files of epoch N:
 
 - ``PREFIX-symbol.json``: the deployed inference graph (fused for MKL-DNN, or int8), so
   ``mx.model.load_checkpoint`` runs it too;
+- ``PREFIX-NNNN-symbol.json`` (int8 only): the epoch's own graph, which carries its
+  calibration, so quantizing another epoch into the prefix never changes this one's meaning;
 - ``PREFIX-NNNN.params``: parameters (``arg:``/``aux:`` names, MXNet's binary format);
 - ``PREFIX-NNNN.states`` and ``PREFIX-NNNN.states.json`` (training only): the optimizer's
   arrays in MXNet's binary NDArray format and their structure and update counts;
 - ``PREFIX-NNNN.json``, written last: the format version, the zoo version, the fully
   resolved config the model is rebuilt from, class names, preprocessing, precision, the
-  best validation record, the training options and the sha256 of the parameter file.
+  best validation record, the training options and the sha256 of the parameter file and
+  of the graph (checked on loading).
 
 An epoch without its JSON is incomplete and never loaded; each file is written to a
 temporary name and renamed, so a save killed half-way leaves the previous epochs intact.
@@ -47,13 +50,15 @@ class ArtifactError(ValueError):
     naming the file."""
 
 
-EpochFiles = collections.namedtuple("EpochFiles", "params meta states states_meta")
+EpochFiles = collections.namedtuple("EpochFiles", "params meta states states_meta graph")
 
 
 def epoch_files(prefix, epoch):
-    """The file names of epoch ``epoch``: ``params``, ``meta``, ``states``, ``states_meta``."""
+    """The file names of epoch ``epoch``: ``params``, ``meta``, ``states``, ``states_meta``
+    and ``graph`` (an int8 epoch's own graph)."""
     stem = "%s-%04d" % (prefix, epoch)
-    return EpochFiles(stem + ".params", stem + ".json", stem + ".states", stem + ".states.json")
+    return EpochFiles(stem + ".params", stem + ".json", stem + ".states", stem + ".states.json",
+                      stem + "-symbol.json")
 
 
 def symbol_path(prefix):
@@ -170,20 +175,52 @@ def save(prefix, epoch, model, arg_params, aux_params, *, symbol=None, precision
     arrays = {"arg:" + k: v.as_in_context(mx.cpu()) for k, v in arg_params.items()}
     arrays.update({"aux:" + k: v.as_in_context(mx.cpu()) for k, v in aux_params.items()})
     config = model.config
+    graph = symbol.tojson().encode()
+    own_graph = precision["dtype"] == "int8"
+    check_shared_graph(prefix, epoch, hashlib.sha256(graph).hexdigest())
     try:
-        atomic_write(symbol_path(prefix), _write_bytes(symbol.tojson().encode()))
+        _save_graph(prefix, files, graph, own_graph)
         atomic_write(files.params, lambda path: mx.nd.save(path, arrays))
         _save_optimizer_state(files, optimizer_state)
         meta = {"format": FORMAT_VERSION, "zoo_version": __version__, "epoch": epoch,
                 "config": config, "class_names": class_names(config),
                 "preprocessing": preprocessing or model.preprocessing(), "precision": precision,
-                "best": best, "params_sha256": _sha256(files.params), "training": training}
+                "best": best, "params_sha256": _sha256(files.params),
+                "graph": os.path.basename(files.graph if own_graph else symbol_path(prefix)),
+                "graph_sha256": hashlib.sha256(graph).hexdigest(), "training": training}
         atomic_write(files.meta, _write_json(meta))
     except ArtifactError:
         # An incomplete epoch is never loaded: give its space back (the disk may be full).
-        _remove(files.params, files.states, files.states_meta)
+        _remove(files.params, files.states, files.states_meta, files.graph)
         raise
     return files.meta
+
+
+def check_shared_graph(prefix, epoch, sha256):
+    """Refuse to replace ``PREFIX-symbol.json`` by another graph while another epoch runs
+    with it (its JSON records the graph's sha256): that epoch would change meaning."""
+    shared = os.path.basename(symbol_path(prefix))
+    for other in epochs(prefix):
+        path = epoch_files(prefix, other).meta
+        try:
+            meta = read_json(path)
+        except ArtifactError:
+            continue  # a damaged epoch has no meaning to keep
+        if other != epoch and meta.get("graph") == shared and \
+                meta.get("graph_sha256") not in (None, sha256):
+            raise ArtifactError("%s: epoch %d runs with another graph (%s records its sha256); "
+                                "writing epoch %d there would change what it computes: choose "
+                                "another prefix" % (prefix, other, path, epoch))
+
+
+def _save_graph(prefix, files, graph, own_graph):
+    """The shared graph (what ``mx.model.load_checkpoint`` reads) and, for an int8 epoch,
+    its own copy, which the epoch's metadata names."""
+    if own_graph:
+        atomic_write(files.graph, _write_bytes(graph))
+    else:
+        _remove(files.graph)
+    atomic_write(symbol_path(prefix), _write_bytes(graph))
 
 
 def _save_optimizer_state(files, state):
@@ -356,15 +393,22 @@ def _check_finite(path, arrays):
             raise ArtifactError("%s: %s holds NaN or infinite values" % (path, name))
 
 
-def read_symbol(prefix):
-    path = symbol_path(prefix)
+def read_symbol(prefix, path=None, sha256=None, record=None):
+    """The graph of the file ``path`` (default the shared ``PREFIX-symbol.json``), whose bytes
+    must hash to ``sha256`` (None: unchecked), as the JSON file ``record`` says."""
+    path = path or symbol_path(prefix)
     data = _read_bytes(path)
     # Parsed here first: MXNet's own error for a truncated graph is not even UTF-8.
     _parse_json(path, data)
     try:
-        return mx.sym.load_json(data.decode("utf-8"))
+        symbol = mx.sym.load_json(data.decode("utf-8"))
     except mx.base.MXNetError as err:
         raise ArtifactError("%s: not an MXNet graph (%s)" % (path, _summary(err))) from None
+    # After parsing: a damaged file is named as damaged, a valid other graph as other.
+    if sha256 is not None and hashlib.sha256(data).hexdigest() != sha256:
+        raise ArtifactError("%s: not the graph %s was saved with (its sha256 differs from the "
+                            "one recorded there)" % (path, record))
+    return symbol
 
 
 def load(prefix, epoch=None, ctx=None):
@@ -378,14 +422,56 @@ def load(prefix, epoch=None, ctx=None):
     files = epoch_files(prefix, epoch)
     meta = read_meta(prefix, epoch)
     arg_params, aux_params = read_params(files.params, meta["params_sha256"], files.meta)
-    symbol = read_symbol(prefix)
+    symbol = read_symbol(prefix, _graph_path(prefix, files, meta), meta.get("graph_sha256"),
+                         files.meta)
     ctx = ctx or mx.cpu()
     arg_params = {k: v.as_in_context(ctx) for k, v in arg_params.items()}
     aux_params = {k: v.as_in_context(ctx) for k, v in aux_params.items()}
     model = _stored_model(files.meta, meta)
+    if meta["precision"]["dtype"] == "fp32":
+        # An int8 graph's parameters are its own (quantized) ones, checked by binding it.
+        check_params_fit(files, model, arg_params, aux_params)
     model.arg_params, model.aux_params = arg_params, aux_params
     return Artifact(prefix=prefix, epoch=epoch, model=model, symbol=symbol,
                     arg_params=arg_params, aux_params=aux_params, meta=meta)
+
+
+def _graph_path(prefix, files, meta):
+    """The graph file the metadata names: its own epoch's, or the shared one (an artifact
+    saved before graphs were recorded names none)."""
+    name = meta.get("graph", os.path.basename(symbol_path(prefix)))
+    choices = {os.path.basename(files.graph): files.graph,
+               os.path.basename(symbol_path(prefix)): symbol_path(prefix)}
+    if name not in choices:
+        raise ArtifactError("%s: graph = %s: expected %s" % (
+            files.meta, _shorten(json.dumps(name)), " or ".join(sorted(choices))))
+    return choices[name]
+
+
+def check_params_fit(files, model, arg_params, aux_params):
+    """Raise unless the parameters are, by name and shape, those of the model the stored
+    config builds (a config edited to another network would otherwise run the old graph
+    under the new name, or fail deep in MXNet)."""
+    wanted_args, wanted_aux = model.param_shapes()
+    for kind, wanted, have in (("arg", wanted_args, arg_params), ("aux", wanted_aux, aux_params)):
+        fault = _misfit(wanted, {name: tuple(v.shape) for name, v in have.items()})
+        if fault:
+            raise ArtifactError("%s: its stored config (network %s) does not fit %s: %s %s" % (
+                files.meta, model.name, files.params, kind, fault))
+
+
+def _misfit(wanted, have):
+    """What differs between two ``{name: shape}``: missing, extra or reshaped names."""
+    missing, extra = sorted(set(wanted) - set(have)), sorted(set(have) - set(wanted))
+    if missing or extra:
+        return "names differ (%d the config's graph needs are missing, e.g. %s; %d are extra, " \
+               "e.g. %s)" % (len(missing), missing[0] if missing else "-", len(extra),
+                             extra[0] if extra else "-")
+    reshaped = sorted(name for name in wanted if tuple(wanted[name]) != have[name])
+    if reshaped:
+        return "%s has shape %s, the config's graph needs %s" % (
+            reshaped[0], have[reshaped[0]], tuple(wanted[reshaped[0]]))
+    return None
 
 
 def _stored_model(path, meta):
@@ -431,12 +517,12 @@ def prune(prefix, keep_last, keep=()):
     for epoch in removed:
         files = epoch_files(prefix, epoch)
         # Metadata first: killed half-way, an epoch is incomplete rather than broken.
-        _remove(files.meta, files.params, files.states_meta, files.states)
+        _remove(files.meta, files.params, files.states_meta, files.states, files.graph)
     return removed
 
 
-_TEMPORARY = re.compile(r"-(symbol\.json|\d{4}\.(params|json|states|states\.json))"
-                        r"\.tmp-(\d+)$")
+_TEMPORARY = re.compile(r"-(symbol\.json|\d{4}-symbol\.json|"
+                        r"\d{4}\.(params|json|states|states\.json))\.tmp-(\d+)$")
 
 
 def clean_temporary_files(prefix):

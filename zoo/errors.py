@@ -1,4 +1,26 @@
 """Exceptions raised by the zoo."""
+import reprlib
+
+# How much of a value an error quotes: a config value may be huge (a YAML alias expands to
+# millions of items), and repr of it all would exhaust memory before the message is shown.
+_QUOTE = reprlib.Repr()
+_QUOTE.maxlevel = 4
+_QUOTE.maxlist = _QUOTE.maxtuple = _QUOTE.maxdict = _QUOTE.maxset = 16
+_QUOTE.maxstring = _QUOTE.maxother = 120
+QUOTE_LIMIT = 160
+
+
+def _cut(text):
+    """A name (a model's, a field's) at most :data:`QUOTE_LIMIT` characters long: a YAML
+    key can be any length."""
+    text = str(text)
+    return text if len(text) <= QUOTE_LIMIT else text[:QUOTE_LIMIT - 3] + "..."
+
+
+def quoted(value):
+    """``repr(value)`` bounded in depth, items and length (``...`` marks the cuts)."""
+    text = _QUOTE.repr(value)
+    return text if len(text) <= QUOTE_LIMIT else text[:QUOTE_LIMIT - 3] + "..."
 
 __all__ = ["ConfigError", "DataError", "OptionsError", "PretrainedNotFound"]
 
@@ -8,7 +30,8 @@ class ConfigError(ValueError):
 
     def __init__(self, model, field, value, expected):
         self.model, self.field, self.value, self.expected = model, field, value, expected
-        super().__init__("%s: %s = %r: %s" % (model, field, value, expected))
+        super().__init__("%s: %s = %s: %s" % (_cut(model), _cut(field), quoted(value),
+                                                expected))
 
 
 class PretrainedNotFound(FileNotFoundError):
@@ -23,3 +46,8 @@ class DataError(ValueError):
 class OptionsError(ValueError):
     """A job's options are out of range or contradict each other; the message is one line
     naming them."""
+
+
+class OutputLocked(RuntimeError):
+    """Another process is writing the same output (:mod:`zoo.runlock`); the message is one
+    line naming it."""

@@ -56,10 +56,10 @@ def user_errors():
     from zoo.artifact import ArtifactError
     from zoo.distributed.cluster import ClusterError
     from zoo.engine.trainer import TrainingError
-    from zoo.errors import ConfigError, DataError, OptionsError
+    from zoo.errors import ConfigError, DataError, OptionsError, OutputLocked
     from zoo.gluoncv.common import GluonCVImportError
     return (ConfigError, DataError, ArtifactError, FileNotFoundError, TrainingError,
-            ClusterError, OptionsError, GluonCVImportError)
+            ClusterError, OptionsError, GluonCVImportError, OutputLocked)
 
 
 def build_parser(command=None):

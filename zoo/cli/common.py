@@ -93,6 +93,17 @@ def comma_list(item_type):
     return parse
 
 
+def increasing(list_type):
+    """A type parsing a list with ``list_type`` whose entries must strictly increase."""
+    def parse(value):
+        items = list_type(value)
+        if any(b <= a for a, b in zip(items, items[1:])):
+            raise argparse.ArgumentTypeError("must strictly increase, got %r" % value)
+        return items
+    parse.__name__ = getattr(list_type, "__name__", "list")
+    return parse
+
+
 def regex(value):
     """A regular expression, compiled here only to reject a broken one; kept as text."""
     try:

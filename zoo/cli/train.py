@@ -14,8 +14,9 @@ from zoo.engine.trainer import OPTIMIZERS
 from zoo.jobs.train import KV_STORES, TrainOptions, eval_command, train
 from zoo.cli import report
 from zoo.cli.common import (add_batch_flag, add_ctx_flag, add_dataset_flags, add_hidden_alias,
-                     add_progress_flag, comma_list, float_in, network, nonnegative_float,
-                     nonnegative_int, options_from, positive_float, positive_int, regex)
+                            add_progress_flag, comma_list, float_in, increasing, network,
+                            nonnegative_float, nonnegative_int, options_from, positive_float,
+                            positive_int, regex)
 
 __all__ = ["add_arguments", "run"]
 
@@ -37,7 +38,7 @@ def add_arguments(p):
                    help="base learning rate of a step; gradients are averaged over devices "
                         "and dist_sync workers, so N workers with --batch-size B train like "
                         "one with N x B at the same --lr")
-    p.add_argument("--lr-steps", type=comma_list(nonnegative_float), default=(),
+    p.add_argument("--lr-steps", type=increasing(comma_list(nonnegative_float)), default=(),
                    help="comma-separated epochs at which the lr drops (none by default)")
     p.add_argument("--lr-factor", type=positive_float, default=0.1,
                    help="lr multiplier at each step")

@@ -1,4 +1,5 @@
-"""Model configurations: YAML files read with ``yaml.safe_load``, defaults, overrides.
+"""Model configurations: YAML files read with :mod:`zoo.config.reader` (``yaml.safe_load``
+refusing duplicate keys and alias bombs), defaults, overrides.
 
 A raw config is a plain dict. Per-data-shape values live under ``shapes:``;
 :func:`resolve` merges that section into the top level and returns a
@@ -13,6 +14,7 @@ import os
 import yaml
 
 from zoo.architectures import ARCHITECTURES
+from zoo.config import reader
 from zoo.errors import ConfigError
 from zoo.schema.fields import COMMON
 
@@ -136,7 +138,7 @@ def _read_yaml(path):
     name = _stem(path)
     try:
         with open(path, encoding="utf-8") as stream:
-            raw = yaml.safe_load(stream)
+            raw = reader.load(stream)
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = "%s:%d" % (path, mark.line + 1) if mark else path

@@ -87,18 +87,25 @@ class StatisticsAveraging(Hook):
 class DivergenceCheck(Hook):
     """Stops training with :class:`TrainingDiverged` on a NaN/inf loss, a loss a thousand
     times the first one seen, or non-finite parameters at an epoch's end (checked before
-    any checkpoint of that epoch is written, so the checkpoint the message names as the
-    last good one has finite parameters and losses). ``prefix`` is where checkpoints go."""
+    any checkpoint of that epoch is written). ``prefix`` is where checkpoints go.
+
+    The message names as the last good checkpoint only one whose loss was evaluated and
+    found sane: the first step of an epoch computes its loss with the parameters the
+    previous epoch's checkpoint holds. A checkpoint saved after the update that blew up
+    has finite but exploded parameters, and is never named so."""
 
     def __init__(self, prefix):
         self.prefix = prefix
         self.first_loss = None
+        self.good_epoch = None  # the newest checkpoint whose loss was evaluated sane
 
     def after_step(self, trainer, epoch, batch_index, losses):
         total = sum(losses.values())
         if self.first_loss is None:
             self.first_loss = total
         if math.isfinite(total) and total <= DIVERGENCE_FACTOR * max(self.first_loss, 1.0):
+            if batch_index == 0 and epoch > 0:
+                self.good_epoch = epoch  # this step's loss was the checkpoint's of epoch
             return
         raise self.diverged("loss %s at epoch %d, batch %d (%s)" % (
             "is not finite" if not math.isfinite(total) else "exploded to %.3g" % total,
@@ -114,10 +121,19 @@ class DivergenceCheck(Hook):
                                     % (name, epoch + 1))
 
     def diverged(self, what):
-        latest = artifact.latest_epoch(self.prefix)
-        kept = ("the last good checkpoint is %s" % artifact.epoch_files(self.prefix, latest).params
-                if latest is not None else "no checkpoint was written yet")
-        return TrainingDiverged("%s; %s. Lower --lr or add --clip-gradient." % (what, kept))
+        return TrainingDiverged("%s; %s. Lower --lr or add --clip-gradient."
+                                % (what, self.good_note()))
+
+    def good_note(self):
+        """Which checkpoint to resume from, if one is known to be good."""
+        complete = artifact.epochs(self.prefix)
+        if not complete:
+            return "no checkpoint was written yet"
+        if self.good_epoch in complete:
+            return "the last good checkpoint is %s" % artifact.epoch_files(
+                self.prefix, self.good_epoch).params
+        return ("no checkpoint is known to be good (%s was saved but its loss was never "
+                "evaluated)" % artifact.epoch_files(self.prefix, complete[-1]).params)
 
 
 class Validation(Hook):

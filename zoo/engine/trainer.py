@@ -25,6 +25,7 @@ import numpy as np
 
 from zoo import artifact
 from zoo.distributed.cluster import ClusterError, is_distributed, is_synchronous
+from zoo.errors import OptionsError
 from zoo.engine.memory import memory_saving_symbol
 from zoo.engine import module_adapter
 from zoo.process import gpu_ids
@@ -119,12 +120,36 @@ def lr_scheduler(base_lr, steps_per_epoch, lr_steps, lr_factor, warmup_epochs):
     """Step decay at the given epochs after a linear warm-up, counted in updates."""
     warmup = int(warmup_epochs * steps_per_epoch)
     steps = [max(int(e * steps_per_epoch), warmup + 1) for e in lr_steps]
+    check_distinct_updates(lr_steps, steps, steps_per_epoch, warmup)
     common = dict(base_lr=base_lr, warmup_steps=warmup,
                   warmup_begin_lr=base_lr * 0.1 if warmup else base_lr)
     if steps:
         return mx.lr_scheduler.MultiFactorScheduler(steps, factor=lr_factor, **common)
     # No drops: a factor-1 schedule keeps the warm-up and a constant rate after it.
     return mx.lr_scheduler.FactorScheduler(step=10 ** 9, factor=1.0, **common)
+
+
+def check_distinct_updates(lr_steps, steps, steps_per_epoch, warmup):
+    """Refuse two lr drops on one update (MXNet's scheduler would end in a traceback):
+    epochs closer than an update, or both within the warm-up, which ends on ``warmup``."""
+    for i in range(1, len(steps)):
+        if steps[i] <= steps[i - 1]:
+            raise OptionsError(
+                "lr_steps %s: epochs %g and %g both drop the lr at update %d (%d updates per "
+                "epoch%s); give epochs that fall on distinct updates" % (
+                    ",".join("%g" % e for e in lr_steps), lr_steps[i - 1], lr_steps[i],
+                    steps[i], steps_per_epoch,
+                    ", warm-up to update %d" % warmup if warmup else ""))
+
+
+def check_lr_steps(lr_steps):
+    """Refuse a schedule whose epochs are negative or not strictly increasing."""
+    for i, epoch in enumerate(lr_steps):
+        if not (isinstance(epoch, (int, float)) and epoch >= 0) or (
+                i and epoch <= lr_steps[i - 1]):
+            raise OptionsError("lr_steps %s: expected epochs >= 0 in strictly increasing "
+                               "order" % ",".join("%g" % e if isinstance(e, (int, float))
+                                                  else repr(e) for e in lr_steps))
 
 
 @dataclass(frozen=True)
@@ -173,6 +198,7 @@ class OptimizerOptions:
             raise ValueError("optimizer %r: one of %s" % (self.name, ", ".join(OPTIMIZERS)))
         # A list would make the record unhashable and compare unequal to a tuple.
         object.__setattr__(self, "lr_steps", tuple(self.lr_steps))
+        check_lr_steps(self.lr_steps)
 
     def record(self):
         """The options as JSON values (what a checkpoint stores)."""
@@ -256,6 +282,8 @@ class Trainer:
             self.start_epoch = self.resumed.epoch
             self._check_resumed()
         self._check_freeze()
+        # The schedule is checked before any hook touches the output folder.
+        self.build_optimizer(len(self.loader))
         self._call("before_train")
         self.module = self.build_module()
         self._start(self.module)

@@ -109,12 +109,43 @@ def gluon_net(gluoncv_name, params=None):
         net = model_zoo.get_model(gluoncv_name, pretrained=params is None,
                                   pretrained_base=False)
     if params is not None:
+        check_parameter_file(params, gluoncv_name, net)
         try:
             net.load_parameters(params, ctx=mx.cpu())
-        except (AssertionError, mx.base.MXNetError) as err:
+        except (AssertionError, ValueError, mx.base.MXNetError) as err:
             raise artifact.ArtifactError("%s: not a parameter file of GluonCV's %s (%s)" % (
                 params, gluoncv_name, artifact._summary(err))) from None
     return net
+
+
+def check_parameter_file(params, gluoncv_name, net):
+    """Refuse, before anything is written, a GluonCV parameter file whose arrays are not the
+    network's (extra or missing names, each counted and one named) or hold NaN or
+    infinite values (an artifact of them would be refused by every loader)."""
+    try:
+        arrays = mx.nd.load(params)
+    except mx.base.MXNetError as err:
+        raise artifact.ArtifactError("%s: not a parameter file of GluonCV's %s (%s)" % (
+            params, gluoncv_name, artifact._summary(err))) from None
+    if not isinstance(arrays, dict):
+        raise artifact.ArtifactError("%s: holds unnamed arrays, not GluonCV's %s parameters"
+                                     % (params, gluoncv_name))
+    if any("." in name for name in arrays):  # save_parameters' names (not a legacy file's)
+        _check_names(params, gluoncv_name, set(arrays), set(net._collect_params_with_prefix()))
+    for name in sorted(arrays):
+        array = arrays[name]
+        if np.issubdtype(array.dtype, np.floating) and not np.isfinite(array.asnumpy()).all():
+            raise GluonCVImportError("%s: %s holds NaN or infinite values; nothing was imported"
+                                     % (params, name))
+
+
+def _check_names(params, gluoncv_name, found, wanted):
+    extra, missing = sorted(found - wanted), sorted(wanted - found)
+    if extra or missing:
+        raise GluonCVImportError(
+            "%s: not a parameter file of GluonCV's %s: %d extra arrays (%s), %d missing "
+            "(%s); nothing was imported" % (params, gluoncv_name, len(extra), ", ".join(extra[:3]) or "none",
+                          len(missing), ", ".join(missing[:3]) or "none"))
 
 
 def gluon_arrays(net):

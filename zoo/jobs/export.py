@@ -5,7 +5,7 @@ import os
 from dataclasses import dataclass
 from typing import Optional
 
-from zoo import artifact
+from zoo import artifact, runlock
 from zoo.errors import OptionsError
 from zoo.model import build_model
 from zoo.config.registry import network_config
@@ -39,8 +39,9 @@ class ExportResult:
 def export(options):
     """Write the artifact or ONNX file; exactly one of ``checkpoint`` and ``network`` is set.
     With ``verify``, an ONNX export that detects otherwise than MXNet on those images is
-    an :class:`~zoo.artifact.ArtifactError` naming the difference (the file stays, for
-    inspection)."""
+    an :class:`~zoo.artifact.ArtifactError` naming the difference; the export stays beside,
+    as ``OUTPUT.unverified.onnx``, for inspection. Every input is checked before anything is
+    written, and a failure leaves the files already at ``output`` as they were."""
     if (options.checkpoint is None) == (options.network is None):
         raise OptionsError("export takes a checkpoint or a network, exactly one")
     if options.format not in FORMATS:
@@ -48,6 +49,20 @@ def export(options):
                            % (", ".join(FORMATS), options.format))
     if options.verify and options.format != "onnx":
         raise OptionsError("verify compares an ONNX export with MXNet: it needs format onnx")
+    missing = [image for image in options.verify if not os.path.isfile(image)]
+    if missing:
+        raise FileNotFoundError("%s: no such image to verify the export on (nothing was "
+                                "written)" % missing[0])
+    with runlock.hold(runlock.lock_path(options.output), "output prefix %s" % options.output):
+        return _export(options)
+
+
+def _export(options):
+    if options.checkpoint is not None and options.format == "mxnet" and \
+            os.path.realpath(options.output) == os.path.realpath(options.checkpoint):
+        raise artifact.ArtifactError("%s: the output is the artifact it exports; writing there "
+                                     "would replace its files: choose another --output"
+                                     % options.output)
     os.makedirs(os.path.dirname(os.path.abspath(options.output)), exist_ok=True)
     source = _source(options)
     if options.format == "onnx":
@@ -87,14 +102,27 @@ class _Fresh:
 
 
 def _export_onnx(source, options):
+    """Written to ``OUTPUT.onnx`` directly, or, with ``verify``, beside it first and moved
+    there once ONNX Runtime agrees with MXNet (a good ``.onnx`` is never replaced by one
+    that failed)."""
     from zoo.onnx.export import export_artifact, export_model
     path = options.output + ".onnx"
+    candidate = options.output + ".unverified.onnx" if options.verify else path
     if isinstance(source, _Fresh):
-        export_model(source.model, *source.model.init_params(), path,
+        export_model(source.model, *source.model.init_params(), candidate,
                      graph_preprocessing=options.graph_preprocessing)
     else:
-        export_artifact(source, path, graph_preprocessing=options.graph_preprocessing)
-    parity = _verified(source, path, options.verify) if options.verify else None
+        export_artifact(source, candidate, graph_preprocessing=options.graph_preprocessing)
+    if not options.verify:
+        return ExportResult(options.output, source.epoch, path)
+    try:
+        parity = _verified(source, candidate, options.verify)
+    except artifact.ArtifactError:
+        raise  # a mismatch: the candidate stays for inspection, the error names it
+    except BaseException:
+        os.remove(candidate)
+        raise
+    os.replace(candidate, path)
     return ExportResult(options.output, source.epoch, path, parity)
 
 
@@ -107,6 +135,6 @@ def _verified(source, path, images):
     parity = verify(mxnet_detector, OnnxDetector(path), images)
     if not parity.equal:
         raise artifact.ArtifactError("%s: ONNX Runtime detects otherwise than MXNet: %s; "
-                                     "first: %s"
-                           % (path, parity, parity.mismatches[0]))
+                                     "first: %s (nothing replaced)"
+                                     % (path, parity, parity.mismatches[0]))
     return parity

@@ -5,7 +5,7 @@ import time
 from dataclasses import dataclass
 from typing import Optional, Tuple
 
-from zoo import artifact
+from zoo import artifact, runlock
 from zoo.errors import DataError
 from zoo.inference.quantization import calibration_iter, int8_layers, quantize as quantize_graph
 from zoo.jobs.datasets import DataSplit, open_for_artifact
@@ -42,11 +42,18 @@ class QuantizeResult:
 
 
 def quantize(options):
-    """Calibrate, quantize and save the int8 artifact."""
+    """Calibrate, quantize and save the int8 artifact, holding its prefix's lock."""
+    output = options.output or options.checkpoint + "-int8"
+    with runlock.hold(runlock.lock_path(output), "output prefix %s" % output):
+        return _quantize(options, output)
+
+
+def _quantize(options, output):
     source = artifact.load(options.checkpoint, options.epoch)
     if source.is_int8:
         raise artifact.ArtifactError("%s-%04d: already int8; quantize an fp32 artifact"
                                      % (options.checkpoint, source.epoch))
+    check_output(output, options.checkpoint, source.epoch)
     split = DataSplit(options.dataset, options.data_root, options.split, options.skip_bad,
                       options.data_threads, options.annotations, options.image_dir)
     dataset, _ = open_for_artifact(split, source, options.class_map)
@@ -69,8 +76,32 @@ def quantize(options):
         "int8_layers": len(int8_layers(symbol)),
         "source": "%s-%04d" % (options.checkpoint, source.epoch),
         "seconds": round(time.time() - start, 1)}}
-    output = options.output or options.checkpoint + "-int8"
     os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
     artifact.save(output, source.epoch, source.model, arg_params, aux_params, symbol=symbol,
                   precision=precision, preprocessing=source.preprocessing)
     return QuantizeResult(prefix=output, epoch=source.epoch, precision=precision)
+
+
+def check_output(output, checkpoint, epoch):
+    """Refuse an output prefix whose files quantizing would replace: the fp32 artifact's own,
+    one holding fp32 epochs or another artifact's int8 ones, or this epoch already. Only
+    the int8 epochs of the same checkpoint may be added to."""
+    if _same_prefix(output, checkpoint):
+        raise artifact.ArtifactError("%s: the output is the fp32 artifact's own prefix; "
+                                     "quantizing there would replace its graph and files: "
+                                     "choose another --output" % output)
+    for existing in artifact.epochs(output):
+        meta = artifact.read_meta(output, existing)
+        source = meta["precision"].get("calibration", {}).get("source", "")
+        if meta["precision"]["dtype"] != "int8" or not _same_prefix(source[:-5], checkpoint):
+            raise artifact.ArtifactError(
+                "%s: holds epoch %d of another artifact (%s); quantization adds only to the "
+                "int8 epochs of %s: choose another --output" % (
+                    output, existing, source or meta["precision"]["dtype"], checkpoint))
+        if existing == epoch:
+            raise artifact.ArtifactError("%s: already holds int8 epoch %d; remove it or choose "
+                                         "another --output" % (output, epoch))
+
+
+def _same_prefix(a, b):
+    return os.path.realpath(a) == os.path.realpath(b)

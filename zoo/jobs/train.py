@@ -2,13 +2,14 @@
 as one worker of a parameter-server cluster (``dist_*`` kvstores, started by ``zoo launch``):
 open the datasets, build the model, the augmentation and the loader, and run
 :class:`zoo.engine.trainer.Trainer` with the default hooks."""
+import contextlib
 import logging
 import os
 import shlex
 from dataclasses import asdict, dataclass
 from typing import Optional, Tuple
 
-from zoo import artifact
+from zoo import artifact, runlock
 from zoo.engine import finetune
 from zoo.data import DetectionLoader, train_transform
 from zoo.distributed.cluster import create_dist_kvstore, is_distributed
@@ -235,6 +236,15 @@ def train(options):
         kvstore = create_dist_kvstore(options.kv_store, options.connect_timeout)
         if kvstore.rank != 0:
             worker_log = log_to_worker_file(options.output_dir, kvstore.rank)
+    # Rank 0 alone writes the folder: another worker of this run never contends for it.
+    writer = kvstore is None or kvstore.rank == 0
+    with (runlock.hold(runlock.train_lock_path(options.output_dir),
+                       "output folder %s" % options.output_dir)
+          if writer else contextlib.nullcontext()):
+        return _train(options, kvstore, worker_log)
+
+
+def _train(options, kvstore, worker_log):
     trainer = make_trainer(options, kvstore)
     prefix = os.path.join(options.output_dir, trainer.model.name)
     try:

@@ -14,7 +14,8 @@ image's valid region. The batch is dynamic, and so are H and W for Faster R-CNN 
 corners normalised to the valid image, best first, class -1 for an empty row.
 
 Metadata (``model.metadata_props``): ``zoo.format`` (:data:`FORMAT`), ``zoo.network``,
-``zoo.class_names`` and ``zoo.preprocessing`` (JSON), ``zoo.graph_preprocessing``.
+``zoo.class_names`` (JSON) and ``zoo.num_classes``, ``zoo.preprocessing`` (JSON),
+``zoo.graph_preprocessing``.
 """
 import json
 import logging
@@ -149,6 +150,7 @@ def _with_normalization(model, preprocessing):
 def _describe(model, network, class_names, preprocessing, graph_preprocessing):
     for key, value in (("zoo.format", FORMAT), ("zoo.network", network),
                        ("zoo.class_names", json.dumps(list(class_names))),
+                       ("zoo.num_classes", str(len(class_names))),
                        ("zoo.preprocessing", json.dumps(preprocessing)),
                        ("zoo.graph_preprocessing", graph_preprocessing)):
         entry = model.metadata_props.add()

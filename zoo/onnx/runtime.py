@@ -3,7 +3,8 @@
 An export is one file ``PREFIX.onnx`` that describes itself in its ``metadata_props``:
 
 - ``zoo.format``: ``"1"`` (:data:`zoo.onnx.FORMAT`); ``zoo.network``: the config's name;
-- ``zoo.class_names``: a JSON list of the class names;
+- ``zoo.class_names``: a JSON list of the class names; ``zoo.num_classes``: their count,
+  checked against the list on loading (files of earlier versions lack it);
 - ``zoo.preprocessing``: a JSON dict of :mod:`zoo.schema.preprocessing`, how an image is resized;
 - ``zoo.graph_preprocessing``: ``"none"``, the graph takes ``data`` (B, 3, H, W) normalised
   as the MXNet graph's input is, or ``"normalize"``, the graph takes ``image`` (B, H, W, 3),
@@ -12,7 +13,8 @@ An export is one file ``PREFIX.onnx`` that describes itself in its ``metadata_pr
 A Faster R-CNN also takes ``im_info`` (B, 3), rows ``[height, width, scale]`` as the MXNet
 graph's. The output ``detections`` (B, N, 6) has the MXNet graph's rows ``[class, score,
 x1, y1, x2, y2]``, corners normalised to the image, class -1 for no detection. The batch
-dimension is free.
+dimension is free. Loading checks every input's and the output's name, rank and dtype
+(float32), and refuses detections of a class the names do not cover.
 """
 import json
 import os
@@ -75,13 +77,15 @@ class OnnxDetector(BatchDetector):
         self.image_input = IMAGE_INPUTS[self.graph_preprocessing]
         self.input_names = check_graph(self.path, self.session, self.image_input,
                                        self.preprocessing)
+        check_num_classes(self.path, metadata, self.class_names)
 
     def engine(self):
         return self
 
     def launch(self, data, im_info):
-        """Run a batch (ONNX Runtime's pass is synchronous): its rows."""
+        """Run a batch (ONNX Runtime's pass is synchronous): its rows, checked."""
         rows, = self.session.run([OUTPUT], self.inputs(data, im_info))
+        check_rows(self.path, rows, len(self.class_names))
         return rows
 
     def fetch(self, rows):
@@ -113,6 +117,8 @@ def open_session(path, providers, threads):
         raise ImportError("zoo.onnx.runtime needs onnxruntime: %s" % INSTALL) from None
     if not os.path.isfile(path):
         raise OnnxModelError("%s: no such file" % path)
+    if os.path.getsize(path) == 0:
+        raise OnnxModelError("%s: an empty file (0 bytes), not an ONNX model" % path)
     options = onnxruntime.SessionOptions()
     if threads is not None:
         options.intra_op_num_threads = int(threads)
@@ -122,6 +128,12 @@ def open_session(path, providers, threads):
     except onnxruntime.capi.onnxruntime_pybind11_state.InvalidProtobuf:
         raise OnnxModelError("%s: not an ONNX model (its protobuf does not parse)"
                              % path) from None
+    except (onnxruntime.capi.onnxruntime_pybind11_state.Fail,
+            onnxruntime.capi.onnxruntime_pybind11_state.InvalidArgument,
+            onnxruntime.capi.onnxruntime_pybind11_state.InvalidGraph,
+            onnxruntime.capi.onnxruntime_pybind11_state.NotImplemented) as err:
+        raise OnnxModelError("%s: ONNX Runtime cannot load it (%s)" % (
+            path, shortened(" ".join(str(err).split()), 160))) from None
 
 
 def check_format(path, metadata):
@@ -164,16 +176,60 @@ def shortened(text, limit=60):
 
 def check_graph(path, session, image_input, preprocessing):
     """The graph's input names, checked: ``image_input`` (of the size ``preprocessing``
-    makes), ``im_info`` at most besides, and the output ``detections``."""
-    inputs = {given.name: given.shape for given in session.get_inputs()}
+    makes), ``im_info`` at most besides, and the output ``detections``, each of its rank
+    and float32."""
+    inputs = {given.name: given for given in session.get_inputs()}
     if image_input not in inputs or set(inputs) - {image_input, IM_INFO}:
         raise OnnxModelError("%s: inputs %s: expected %r (and %r for a Faster R-CNN)"
                              % (path, ", ".join(inputs), image_input, IM_INFO))
-    check_image_size(path, image_input, inputs[image_input], preprocessing)
-    outputs = [given.name for given in session.get_outputs()]
+    outputs = {given.name: given for given in session.get_outputs()}
     if OUTPUT not in outputs:
         raise OnnxModelError("%s: outputs %s: expected %r" % (path, ", ".join(outputs), OUTPUT))
+    for given in list(inputs.values()) + [outputs[OUTPUT]]:
+        check_tensor(path, given)
+    check_image_size(path, image_input, inputs[image_input].shape, preprocessing)
     return list(inputs)
+
+
+TENSORS = {"data": (4, None), "image": (4, 3), IM_INFO: (2, 3), OUTPUT: (3, 6)}
+"""Each tensor's rank and the size of its last axis (None: free)."""
+
+
+def check_tensor(path, given):
+    """Raise unless the input or output ``given`` (ONNX Runtime's NodeArg) is float32 of
+    its :data:`TENSORS` rank, its last axis of the fixed size where the file fixes it."""
+    rank, last = TENSORS[given.name]
+    shape = given.shape
+    fixed_last = len(shape) == rank and isinstance(shape[-1], int)
+    if (given.type != "tensor(float)" or len(shape) != rank
+            or (last is not None and fixed_last and shape[-1] != last)):
+        raise OnnxModelError("%s: %s is %s of shape %s: expected tensor(float) of rank %d%s"
+                             % (path, given.name, given.type, shape, rank,
+                                ", last axis %d" % last if last else ""))
+
+
+def check_num_classes(path, metadata, class_names):
+    """Raise unless ``zoo.num_classes`` (where the file has one) counts ``class_names``."""
+    if "zoo.num_classes" not in metadata:
+        return
+    count = metadata["zoo.num_classes"]
+    if count != str(len(class_names)):
+        raise OnnxModelError("%s: zoo.class_names lists %d names, zoo.num_classes = %s: "
+                             "expected one name per class of the graph"
+                             % (path, len(class_names), shortened(count)))
+
+
+def check_rows(path, rows, num_classes):
+    """Raise unless the graph's output is (B, N, 6) with classes -1 or below ``num_classes``:
+    a class the names do not cover would come back under a made-up name."""
+    if rows.ndim != 3 or rows.shape[-1] != 6:
+        raise OnnxModelError("%s: %s of shape %s: expected (batch, N, 6)"
+                             % (path, OUTPUT, rows.shape))
+    classes = rows[..., 0]
+    bad = classes[(classes >= num_classes) | ((classes < 0) & (classes != -1))]
+    if bad.size:
+        raise OnnxModelError("%s: detects class %g, but zoo.class_names lists %d classes"
+                             % (path, bad[0], num_classes))
 
 
 def check_image_size(path, name, shape, preprocessing):
