@@ -18,8 +18,8 @@ import json
 import mxnet as mx
 import numpy as np
 
-from ..boxes import iou as box_iou
-from .box_coder import encode, shifted_anchors
+from symbols.boxes import iou as box_iou
+from symbols.box_coder import encode, shifted_anchors
 
 
 def ground_truth(label, im_info):
