@@ -30,7 +30,7 @@ from zoo.data.transforms import resize_image
 from zoo.architectures import faster_rcnn as c4
 from zoo.architectures import faster_rcnn_fpn as fpn
 from zoo.gluoncv import IMPORTERS, common, import_gluoncv, rcnn
-from zoo.config.loading.registry import network_config
+from zoo.config.registry import network_config
 from zoo.model import build_model
 from symbols.rpn import gluoncv_base_anchors
 from symbols.rcnn_targets import RPNTargetProp
