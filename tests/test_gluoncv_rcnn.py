@@ -34,7 +34,7 @@ from zoo.config.registry import network_config
 from zoo.model import build_model
 from symbols.rpn import gluoncv_base_anchors
 from symbols.rcnn_targets import RPNTargetProp
-from zoo.schema.fields.preprocessing import scaled_size
+from zoo.schema.preprocessing import scaled_size
 
 gluoncv = pytest.importorskip("gluoncv")
 from gluoncv.data.transforms.image import resize_short_within  # noqa: E402
