@@ -36,8 +36,9 @@ def test_ours_and_gluoncv_recipe_train_round_for_round(tmp_path, monkeypatch):
     assert result.ours.trainable_params != result.gluoncv.trainable_params
     text = "\n".join(lines)
     assert "MXNET_ENGINE_TYPE=NaiveEngine" in lines[0]
-    assert "note: the sides train %d and %d parameters" % (
-        result.ours.trainable_params, result.gluoncv.trainable_params) in text
+    assert "note: the sides train %d and %d parameters (%+d)" % (
+        result.ours.trainable_params, result.gluoncv.trainable_params,
+        result.ours.trainable_params - result.gluoncv.trainable_params) in text
     printed = float(re.search(r"ours / gluoncv: ([\d.]+)x samples/s", text).group(1))
     expected = result.ours.samples_per_s / result.gluoncv.samples_per_s
     assert printed == pytest.approx(expected, abs=0.006)

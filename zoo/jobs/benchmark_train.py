@@ -311,8 +311,9 @@ def ratio_lines(ours, theirs):
                 ours.step_samples_per_s / theirs.step_samples_per_s,
                 theirs.cpu_s_per_sample / ours.cpu_s_per_sample)]
     if ours.trainable_params != theirs.trainable_params:
-        lines.append("note: the sides train %d and %d parameters: not the same network"
-                     % (ours.trainable_params, theirs.trainable_params))
+        lines.append("note: the sides train %d and %d parameters (%+d)" % (
+            ours.trainable_params, theirs.trainable_params,
+            ours.trainable_params - theirs.trainable_params))
     return lines
 
 
