@@ -199,9 +199,8 @@ class OurSide(Hook):
             check.after_step = clock.timed("logging", check.after_step)
 
     def before_epoch(self, trainer, epoch):
-        module = trainer.module
-        if not hasattr(module, "zoo_timed"):
-            module.zoo_timed = True
+        if epoch == trainer.start_epoch:  # the Module is built once, before the first epoch
+            module = trainer.module
             for part in ("forward", "backward", "update"):
                 setattr(module, part, self.clock.timed(part, getattr(module, part)))
         self.clock.start_round()
@@ -250,31 +249,38 @@ def trainable_params(trainer):
     return sum(array.size for name, array in arg_params.items() if name not in fixed)
 
 
-def run_sides(options, dataset, log):
+def run_sides(options, dataset):
     """Both sides, alternating; returns ``(ours, theirs)`` :class:`SideResult`s."""
     model = build_our_model(options)
-    recipe = None
-    if options.compare:
-        from .gluoncv_recipes import RecipeProcess
-        recipe = RecipeProcess(GLUONCV_RECIPES[options.network], images_root(options),
-                               options, SGD)
-    ours_clock = PartClock()
+    if not options.compare:
+        return train_ours(model, dataset, options, lambda: None), None
+    from .gluoncv_recipes import RecipeProcess
+    recipe = RecipeProcess(GLUONCV_RECIPES[options.network], images_root(options), options,
+                           SGD)
+    try:
+        ours = train_ours(model, dataset, options, recipe.run_round)
+        return ours, recipe.result()
+    finally:
+        recipe.close()
+
+
+def train_ours(model, dataset, options, interleave):
+    """Our side's :class:`SideResult`, ``interleave()`` run after each of its rounds."""
+    clock = PartClock()
     with tempfile.TemporaryDirectory() as folder:
         check = DivergenceCheck(os.path.join(folder, model.name))
         # First: its round ends before the other hooks' end-of-epoch work.
-        side = OurSide(ours_clock, options.warmup_rounds,
-                       recipe.run_round if recipe else lambda: None, [check])
+        side = OurSide(clock, options.warmup_rounds, interleave, [check])
         trainer = our_trainer(model, dataset, options, [side, check])
         trainer.fit()
-    ours = SideResult("ours: zoo Trainer, %s" % model.name, trainable_params(trainer),
-                      tuple(ours_clock.rounds))
-    theirs = recipe.result() if recipe else None
-    return ours, theirs
+    return SideResult("ours: zoo Trainer, %s" % model.name, trainable_params(trainer),
+                      tuple(clock.rounds))
 
 
 def header_lines(options, dataset):
     return [
-        "machine: %d cores (%s), load average %.2f; MXNET_ENGINE_TYPE=%s, OMP_NUM_THREADS=%s"
+        "machine: %d cores (%s), load average %.2f; MXNET_ENGINE_TYPE=%s (GluonCV's recipe: "
+        "ThreadedEnginePerDevice), OMP_NUM_THREADS=%s"
         % (len(os.sched_getaffinity(0)), cpu_model(), os.getloadavg()[0],
            os.environ.get("MXNET_ENGINE_TYPE", "ThreadedEnginePerDevice"),
            os.environ.get("OMP_NUM_THREADS")),
@@ -323,7 +329,7 @@ def benchmark_train(options, log=print_line):
     dataset = benchmark_images(options)
     for line in header_lines(options, dataset):
         log(line)
-    ours, theirs = run_sides(options, dataset, log)
+    ours, theirs = run_sides(options, dataset)
     sides = [("ours", ours)] + ([("gluoncv", theirs)] if theirs else [])
     for _, side in sides:
         for line in side_lines(side):

@@ -72,9 +72,19 @@ class RecipeProcess:
 
     def result(self):
         answer = self._ask("result")
-        self.child.wait()
         rounds = tuple(Round(**r) for r in answer.pop("rounds"))
         return SideResult(rounds=rounds, **answer)
+
+    def close(self):
+        """End the child if :meth:`result` did not (our side failed): it waits for a request
+        between rounds, and exits at the end of its input."""
+        if self.child.poll() is None:
+            self.child.stdin.close()  # its loop ends at the end of its input
+            try:
+                self.child.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.child.kill()
+                self.child.wait()
 
 
 def make_recipe(name, images, options, sgd):
