@@ -73,3 +73,21 @@ def test_options_are_checked():
         TrainBenchmarkOptions(warmup_rounds=-1)
     with pytest.raises(OptionsError, match="unknown network 'nope'"):
         TrainBenchmarkOptions(network="nope")
+
+
+@pytest.mark.slow
+def test_fpn_against_gluoncv_faster_rcnn_recipe(tmp_path):
+    """GluonCV's train_faster_rcnn.py loop runs beside ours; the --freeze pattern the README
+    gives fixes of ours what GluonCV's recipe fixes (the two count within 0.1%: their RPN
+    scores one logit per anchor, ours two, and their box predictor has no background row)."""
+    lines = []
+    result = benchmark_train(tiny(
+        tmp_path, network="faster_rcnn_fpn_resnet50_gluoncv_coco", data_shape=160,
+        max_size=160, batch_size=1, rounds=1, warmup_rounds=0,
+        freeze=r"^(conv1_|stage1_)|_bn_(gamma|beta)$"), log=lines.append)
+    for side in (result.ours, result.gluoncv):
+        assert [(r.samples, r.steps) for r in side.rounds] == [(1, 1)]
+        assert all(side.part_seconds(part) > 0 for part in TIMED_PARTS), side.rounds
+    ours, theirs = result.ours.trainable_params, result.gluoncv.trainable_params
+    assert abs(ours - theirs) < 1e-3 * theirs
+    assert any(line.startswith("ours / gluoncv: ") for line in lines)
