@@ -1,12 +1,13 @@
 """Samples/s of the zoo's whole training step, and beside it GluonCV's own training recipe
-for the same network, in one process, round for round.
+for the same network, in one run, round for round.
 
 Ours is :class:`zoo.engine.trainer.Trainer` (what ``zoo train`` runs, with its per-step
 divergence check) on the embedded shapes images through :class:`zoo.data.DetectionLoader`.
 GluonCV's is its ``train_ssd.py`` / ``train_faster_rcnn.py`` loop, rebuilt from GluonCV's
-pieces (:mod:`zoo.jobs.gluoncv_recipes`). Both train with SGD (momentum 0.9, weight decay
-5e-4) from random weights, on the same JPEGs with the same number of data workers (our
-threads, GluonCV's processes).
+pieces (:mod:`zoo.jobs.gluoncv_recipes`), in a child process on MXNet's threaded engine
+(ours runs in this process on the zoo's engine, or the one ``MXNET_ENGINE_TYPE`` names).
+Both train with SGD (momentum 0.9, weight decay 5e-4) from random weights, on the same
+JPEGs with the same number of data workers (our threads, GluonCV's processes).
 
 The two alternate: one round (an epoch of ``steps`` batches) of ours, one of GluonCV's, and
 so on; the first ``warmup_rounds`` of each side are left out. A round's clock runs from its
@@ -17,6 +18,7 @@ engine it removes the overlap between parts): ``data`` is the wait for the next 
 (and its copy into NDArrays), ``targets`` are computed where each side computes them (ours
 in the forward graph, GluonCV's in its data workers) and so appear in those parts.
 """
+import dataclasses
 import os
 import resource
 import tempfile
@@ -47,8 +49,8 @@ GLUONCV_RECIPES = {
 network: ``zoo import-gluoncv`` maps one onto the other)."""
 PARTS = ("data", "forward", "backward", "update", "metrics", "logging")
 SGD = dict(lr=0.001, momentum=0.9, wd=5e-4)
-"""GluonCV's train_ssd.py defaults (its Faster R-CNN's lr is 0.01 for 8 GPUs x 1 image,
-scaled down here to our batch, as its script advises); both sides take the same."""
+"""GluonCV's train_ssd.py defaults, for both sides and both families (the values do not
+change the work of a step)."""
 
 
 @dataclass(frozen=True)
@@ -252,6 +254,9 @@ def trainable_params(trainer):
 def run_sides(options, dataset):
     """Both sides, alternating; returns ``(ours, theirs)`` :class:`SideResult`s."""
     model = build_our_model(options)
+    # GluonCV's side trains at the same size, whatever its network's default.
+    options = dataclasses.replace(options, data_shape=model.config["data_shape"],
+                                  max_size=model.config.get("max_size", options.max_size))
     if not options.compare:
         return train_ours(model, dataset, options, lambda: None), None
     from .gluoncv_recipes import RecipeProcess
