@@ -1,7 +1,11 @@
 """Training without detections in the graph (issue 23) is the training of before: the same
 losses and the same parameters after several updates, through the zoo's Trainer, on a fixed
-batch. The reference is computed here, with the graph of before (detections output on)."""
+batch. The reference is computed here, with the graph of before (detections output on).
+Also the OpenMP wait policy the zoo sets for training's sake."""
 import functools
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -13,6 +17,7 @@ from zoo.modeling.ssd import DETECTION_OUTPUT
 from test_training import TINY, InMemoryDataset, loader
 
 STEPS = 3
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 class LossLog(Hook):
@@ -63,3 +68,17 @@ def test_training_without_detections_is_the_same_training(post_processing):
 def test_only_ssd_training_graphs_output_detections(faster_rcnn):
     with pytest.raises(ValueError, match="only an SSD training graph can output detections"):
         faster_rcnn.train_symbol(with_detections=True)
+
+
+def test_openmp_threads_sleep_between_operators_unless_told_otherwise():
+    """What a process that imports the zoo gets before MXNet loads, and a user's own choice
+    kept."""
+    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+    env["PYTHONPATH"] = ROOT
+    code = "import os, zoo, mxnet; print(os.environ['OMP_WAIT_POLICY'])"
+    for given, expected in ((None, "PASSIVE"), ("ACTIVE", "ACTIVE")):
+        if given:
+            env["OMP_WAIT_POLICY"] = given
+        done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                              text=True, check=True)
+        assert done.stdout.split()[-1] == expected

@@ -18,6 +18,12 @@ def configure(environ=os.environ):
     # MXNet's CPU operators otherwise run element-wise work (ReLU6's clip, batch norm) on one
     # OpenMP thread here; all cores halve the training step.
     environ.setdefault("OMP_NUM_THREADS", str(len(os.sched_getaffinity(0))))
+    # libgomp's threads otherwise spin between parallel regions, taking the cores from the
+    # loader's threads, the other OpenMP thread and other processes: on 2 shared cores
+    # (load 10) an SSD-320 ResNet-50 training step on the synchronous engine took 3.58 CPU
+    # seconds per sample spinning and 1.57 sleeping, 2.3x the samples/s (zoo
+    # benchmark-train; issue 23). The math is the same.
+    environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     # The threaded engine runs MXNet's own operators (box_nms, topk, ROIAlign...) on worker
     # threads whose OpenMP teams contend with MKL-DNN's: on 2 cores a Faster R-CNN FPN takes
     # 0.35 s per 600x1000 image in int8 on the synchronous engine against 0.68 s on the

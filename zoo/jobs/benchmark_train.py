@@ -285,10 +285,10 @@ def train_ours(model, dataset, options, interleave):
 def header_lines(options, dataset):
     return [
         "machine: %d cores (%s), load average %.2f; MXNET_ENGINE_TYPE=%s (GluonCV's recipe: "
-        "ThreadedEnginePerDevice), OMP_NUM_THREADS=%s"
+        "ThreadedEnginePerDevice), OMP_NUM_THREADS=%s, OMP_WAIT_POLICY=%s"
         % (len(os.sched_getaffinity(0)), cpu_model(), os.getloadavg()[0],
            os.environ.get("MXNET_ENGINE_TYPE", "ThreadedEnginePerDevice"),
-           os.environ.get("OMP_NUM_THREADS")),
+           os.environ.get("OMP_NUM_THREADS"), os.environ.get("OMP_WAIT_POLICY")),
         "%s, data shape %s, batch %d, %d data workers each, %d images of %dx%d cycled; %d "
         "rounds of %d steps per side after %d warm-up round(s), alternating"
         % (options.network, options.data_shape or "config's", options.batch_size,
