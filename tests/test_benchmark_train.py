@@ -73,6 +73,15 @@ def test_options_are_checked():
         TrainBenchmarkOptions(warmup_rounds=-1)
     with pytest.raises(OptionsError, match="unknown network 'nope'"):
         TrainBenchmarkOptions(network="nope")
+    with pytest.raises(OptionsError, match=r"freeze '\[' is not a regular expression"):
+        TrainBenchmarkOptions(freeze="[")
+
+
+def test_command_refuses_a_broken_freeze_pattern(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        zoo.cli.main(["benchmark-train", "--freeze", "["])
+    assert exit_.value.code == 2
+    assert "argument --freeze: must be a regular expression" in capsys.readouterr().err
 
 
 @pytest.mark.slow

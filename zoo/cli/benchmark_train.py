@@ -10,7 +10,7 @@ Examples:
 """
 from ..jobs.benchmark_train import GLUONCV_RECIPES, TrainBenchmarkOptions, benchmark_train
 from ..registry import list_models
-from .common import add_batch_flag, nonnegative_int, options_from, positive_int
+from .common import add_batch_flag, nonnegative_int, options_from, positive_int, regex
 
 
 def add_arguments(p):
@@ -35,7 +35,7 @@ def add_arguments(p):
                    help="distinct images generated; rounds cycle over them")
     p.add_argument("--data-root", default=None,
                    help="folder of the generated images (default: output/shapes_<image-size>)")
-    p.add_argument("--freeze", default=None,
+    p.add_argument("--freeze", type=regex, default=None,
                    help="regular expression of our parameters kept fixed (GluonCV's recipe "
                         "trains its network's collect_train_params())")
     p.add_argument("--compare", choices=("gluoncv", "none"), default="gluoncv",

@@ -20,6 +20,7 @@ in the forward graph, GluonCV's in its data workers) and so appear in those part
 """
 import dataclasses
 import os
+import re
 import resource
 import tempfile
 import time
@@ -85,6 +86,12 @@ class TrainBenchmarkOptions:
                 raise OptionsError("%s must be >= 1, got %d" % (name, value))
         if self.warmup_rounds < 0:
             raise OptionsError("warmup_rounds must be >= 0, got %d" % self.warmup_rounds)
+        if self.freeze:
+            try:
+                re.compile(self.freeze)
+            except re.error as err:
+                raise OptionsError("freeze %r is not a regular expression: %s"
+                                   % (self.freeze, err)) from None
 
     @property
     def samples_per_round(self):
