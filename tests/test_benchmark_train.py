@@ -8,7 +8,7 @@ import pytest
 import zoo.cli
 from zoo.errors import OptionsError
 from zoo.jobs import benchmark_train as job
-from zoo.jobs.benchmark_train import PARTS, TrainBenchmarkOptions, benchmark_train
+from zoo.jobs.benchmark_train import PARTS, TARGETS, TrainBenchmarkOptions, benchmark_train
 
 TIMED_PARTS = ("data", "forward", "backward", "update", "metrics")
 
@@ -32,6 +32,7 @@ def test_ours_and_gluoncv_recipe_train_round_for_round(tmp_path, monkeypatch):
         assert all(side.part_seconds(part) > 0 for part in TIMED_PARTS), side.rounds
         # the parts happen inside the rounds' clocks
         assert sum(side.part_seconds(part) for part in PARTS) <= side.total("seconds")
+        assert side.part_seconds(TARGETS) == 0  # MultiBoxTarget: in the graph's forward
         assert side.trainable_params > 100000
     assert result.ours.trainable_params != result.gluoncv.trainable_params
     text = "\n".join(lines)
@@ -97,6 +98,9 @@ def test_fpn_against_gluoncv_faster_rcnn_recipe(tmp_path):
     for side in (result.ours, result.gluoncv):
         assert [(r.samples, r.steps) for r in side.rounds] == [(1, 1)]
         assert all(side.part_seconds(part) > 0 for part in TIMED_PARTS), side.rounds
+    # our Python target operators ran inside forward, and were timed there
+    assert 0 < result.ours.part_seconds(TARGETS) < result.ours.part_seconds("forward")
+    assert result.gluoncv.part_seconds(TARGETS) == 0
     ours, theirs = result.ours.trainable_params, result.gluoncv.trainable_params
     assert abs(ours - theirs) < 1e-3 * theirs
     assert any(line.startswith("ours / gluoncv: ") for line in lines)

@@ -18,6 +18,7 @@ engine it removes the overlap between parts): ``data`` is the wait for the next 
 (and its copy into NDArrays), ``targets`` are computed where each side computes them (ours
 in the forward graph, GluonCV's in its data workers) and so appear in those parts.
 """
+import contextlib
 import dataclasses
 import os
 import re
@@ -38,8 +39,8 @@ from ..registry import get_config, get_model, list_models
 from .benchmark import print_line
 from .benchmark_data import Cycled, cpu_model, cpu_seconds
 
-__all__ = ["GLUONCV_RECIPES", "PARTS", "TrainBenchmarkOptions", "TrainBenchmarkResult",
-           "benchmark_train"]
+__all__ = ["GLUONCV_RECIPES", "PARTS", "TARGETS", "TrainBenchmarkOptions",
+           "TrainBenchmarkResult", "benchmark_train"]
 
 GLUONCV_RECIPES = {
     "ssd_resnet50_v1_gluoncv_voc": "ssd_512_resnet50_v1_voc",
@@ -49,6 +50,12 @@ GLUONCV_RECIPES = {
 """Our network -> the GluonCV network whose training recipe runs beside it (the same
 network: ``zoo import-gluoncv`` maps one onto the other)."""
 PARTS = ("data", "forward", "backward", "update", "metrics", "logging")
+"""The parts of a step, one after the other."""
+TARGETS = "targets"
+"""A share of ``forward``: the time of our Python target operators (Faster R-CNN's
+``zoo_rpn_target`` and ``zoo_proposal_target``). Elsewhere targets are inside another part:
+our SSD's ``MultiBoxTarget`` in forward, GluonCV's in its data workers (data), its Faster
+R-CNN's R-CNN targets in forward."""
 SGD = dict(lr=0.001, momentum=0.9, wd=5e-4)
 """GluonCV's train_ssd.py defaults, for both sides and both families (the values do not
 change the work of a step)."""
@@ -164,6 +171,17 @@ class PartClock:
             return result
         return run
 
+    def timed_callback(self, part, function):
+        """``function`` made to add its time to ``part``, waiting for nothing (it runs
+        inside an operator: a wait there would never end)."""
+        def run(*args, **kwargs):
+            start = time.perf_counter()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                self.parts[part] = self.parts.get(part, 0.0) + time.perf_counter() - start
+        return run
+
     def timed_iter(self, part, iterable):
         """The items of ``iterable``, the wait for each added to ``part``."""
         iterator = iter(iterable)
@@ -276,10 +294,25 @@ def run_sides(options, dataset):
         recipe.close()
 
 
+@contextlib.contextmanager
+def timed_target_operators(clock):
+    """Time our Python target operators' forward as ``targets`` in the block."""
+    from ..modeling import rcnn_targets
+    operators = (rcnn_targets.RPNTarget, rcnn_targets.ProposalTarget)
+    originals = [operator.forward for operator in operators]
+    for operator, forward in zip(operators, originals):
+        operator.forward = clock.timed_callback(TARGETS, forward)
+    try:
+        yield
+    finally:
+        for operator, forward in zip(operators, originals):
+            operator.forward = forward
+
+
 def train_ours(model, dataset, options, interleave):
     """Our side's :class:`SideResult`, ``interleave()`` run after each of its rounds."""
     clock = PartClock()
-    with tempfile.TemporaryDirectory() as folder:
+    with tempfile.TemporaryDirectory() as folder, timed_target_operators(clock):
         check = DivergenceCheck(os.path.join(folder, model.name))
         # First: its round ends before the other hooks' end-of-epoch work.
         side = OurSide(clock, options.warmup_rounds, interleave, [check])
@@ -312,11 +345,15 @@ def side_lines(side):
 
 
 def profile_lines(sides):
-    """Milliseconds per step of each part, a column per side."""
+    """Milliseconds per step of each part, a column per side (``targets`` is part of
+    ``forward``: see :data:`PARTS`)."""
     lines = ["%-10s" % "ms/step" + "".join("%14s" % name for name, _ in sides)]
     for part in PARTS:
         lines.append("%-10s" % part + "".join("%14.1f" % side.ms_per_step(part)
                                               for _, side in sides))
+        if part == "forward":
+            lines.append("%-10s" % (" " + TARGETS) + "".join(
+                "%14.1f" % side.ms_per_step(TARGETS) for _, side in sides))
     lines.append("%-10s" % "step" + "".join(
         "%14.1f" % (1e3 * side.total("seconds") / side.total("steps")) for _, side in sides))
     return lines
