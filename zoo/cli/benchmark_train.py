@@ -6,7 +6,8 @@ network, alternating round for round, with milliseconds per step of each part (s
 Examples:
     zoo benchmark-train --network ssd_resnet50_v1_gluoncv_voc --data-shape 512 --batch-size 4
     zoo benchmark-train --network faster_rcnn_fpn_resnet50_gluoncv_coco --data-shape 512 \\
-        --max-size 512 --batch-size 1
+        --max-size 512 --batch-size 1 --freeze '^(conv1_|stage1_)|_bn_(gamma|beta)$'
+
 """
 from ..jobs.benchmark_train import GLUONCV_RECIPES, TrainBenchmarkOptions, benchmark_train
 from ..registry import list_models

@@ -97,22 +97,25 @@ def _serve():
     ``result``; one JSON line answers each."""
     from ..data.factory import open_dataset
     from .benchmark_train import TrainBenchmarkOptions
+    # Only the answers go to the parent: anything else printed goes to stderr.
+    answers, sys.stdout = sys.stdout, sys.stderr
+
+    def answer(value):
+        print(json.dumps(value), file=answers, flush=True)
     request = json.loads(sys.stdin.readline())
     images = GluonCVImageFiles(open_dataset("voc", request["root"], "train").records)
     # The parent checked the pairing; here the options are only this side's.
     options = TrainBenchmarkOptions(**dict(request["options"], compare=None))
     recipe = make_recipe(request["name"], images, options, request["sgd"])
-    print(json.dumps("ready"), flush=True)
+    answer("ready")
     for line in sys.stdin:
         if line.strip() == "round":
             recipe.run_round()
-            print(json.dumps("done"), flush=True)
+            answer("done")
         else:
             result = recipe.result()
-            print(json.dumps({"label": result.label,
-                              "trainable_params": result.trainable_params,
-                              "rounds": [dataclasses.asdict(r) for r in result.rounds]}),
-                  flush=True)
+            answer({"label": result.label, "trainable_params": result.trainable_params,
+                    "rounds": [dataclasses.asdict(r) for r in result.rounds]})
             return
 
 
