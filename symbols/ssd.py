@@ -14,10 +14,14 @@ __all__ = ["AnchorBoxes", "Decoding", "EXTRA_STYLES", "FeatureMaps", "Matching",
            "TRAINING_OUTPUTS", "anchors", "inference_symbol", "multi_scale_features",
            "num_anchors", "predictions", "training_symbol"]
 
-TRAINING_OUTPUTS = ("cls_prob", "loc_loss", "cls_label", "det_out")
+TRAINING_OUTPUTS = ("cls_prob", "loc_loss", "cls_label")
 """The training graph's outputs by operator name: class probabilities (their gradient is
-the cross-entropy's), the masked smooth-L1 box loss, the class targets (-1 ignored, 0
-background) and detections for metrics."""
+the cross-entropy's), the masked smooth-L1 box loss and the class targets (-1 ignored, 0
+background)."""
+DETECTION_OUTPUT = "det_out"
+"""The extra output of a training graph built ``with_detections``: the batch's detections,
+for a metric that needs them. Decoding and NMS over every anchor cost a share of each step,
+so training builds it only on request."""
 
 
 @dataclass(frozen=True)
@@ -232,12 +236,14 @@ def inference_symbol(backbone, features, anchor_boxes, num_classes, decoding):
         return _detections(cls_preds, loc_preds, prior, decoding, "detection")
 
 
-def training_symbol(backbone, features, anchor_boxes, num_classes, decoding, matching):
+def training_symbol(backbone, features, anchor_boxes, num_classes, decoding, matching,
+                    with_detections=False):
     """Training graph on ``data`` and ``label`` ``(B, M, 5+)`` rows ``[cls, x1, y1, x2, y2, ...]``
     padded with -1: softmax cross-entropy with hard negative mining and smooth L1.
 
     Outputs, named as :data:`TRAINING_OUTPUTS` lists them: class probabilities (loss), box
-    loss, class targets and detections (for metrics).
+    loss and class targets; ``with_detections`` adds :data:`DETECTION_OUTPUT`, detections
+    without gradient (losses and gradients are the same either way).
     """
     with StrictNameManager():
         cls_preds, loc_preds, prior = predictions(backbone, features, anchor_boxes, num_classes)
@@ -257,9 +263,11 @@ def training_symbol(backbone, features, anchor_boxes, num_classes, decoding, mat
         loc_smooth = mx.sym.smooth_l1(loc_diff, scalar=1.0, name="loc_smooth_l1")
         loc_loss = mx.sym.MakeLoss(loc_smooth, name="loc_loss", normalization="valid")
         cls_label = mx.sym.MakeLoss(cls_target, name="cls_label", grad_scale=0)
+        if not with_detections:
+            return mx.sym.Group([cls_prob, loc_loss, cls_label])
         detections = _detections(mx.sym.BlockGrad(cls_preds, name="cls_preds_nograd"),
                                  mx.sym.BlockGrad(loc_preds, name="loc_preds_nograd"),
                                  mx.sym.BlockGrad(prior, name="anchors_nograd"), decoding,
                                  "train_detection")
-        det_out = mx.sym.MakeLoss(detections, name="det_out", grad_scale=0)
+        det_out = mx.sym.MakeLoss(detections, name=DETECTION_OUTPUT, grad_scale=0)
         return mx.sym.Group([cls_prob, loc_loss, cls_label, det_out])

@@ -90,9 +90,16 @@ class DetectionModel:
         """Inference graph: inputs to detections ``(B, N, 6)``."""
         return self.arch.inference_symbol(self.backbone, self._spec)
 
-    def train_symbol(self):
-        """Training graph: inputs and ``label`` to named outputs (see :meth:`training_losses`)."""
-        return self.arch.training_symbol(self.backbone, self._spec)
+    def train_symbol(self, with_detections=False):
+        """Training graph: inputs and ``label`` to named outputs (see :meth:`training_losses`).
+        ``with_detections`` (SSD only) adds an output of the batch's detections, without
+        gradient, for a metric: training leaves it out, decoding and NMS cost time."""
+        if not with_detections:
+            return self.arch.training_symbol(self.backbone, self._spec)
+        if self.arch.name != "ssd":
+            raise ValueError("%s: only an SSD training graph can output detections, this is %s"
+                             % (self.name, self.arch.name))
+        return self.arch.training_symbol(self.backbone, self._spec, with_detections=True)
 
     @property
     def loss_names(self):

@@ -89,9 +89,12 @@ class SSD(Architecture):
         return symbols.inference_symbol(backbone, feature_maps(spec), anchor_boxes(spec),
                                         spec["num_classes"], decoding(spec))
 
-    def training_symbol(self, backbone, spec):
+    def training_symbol(self, backbone, spec, with_detections=False):
+        """``with_detections`` adds :data:`zoo.modeling.ssd.DETECTION_OUTPUT` (for a metric;
+        training itself does not need it)."""
         return symbols.training_symbol(backbone, feature_maps(spec), anchor_boxes(spec),
-                                       spec["num_classes"], decoding(spec), matching(spec))
+                                       spec["num_classes"], decoding(spec), matching(spec),
+                                       with_detections)
 
     def training_losses(self, named_outputs):
         """Mean cross-entropy over the anchors that count and smooth L1 per positive anchor

@@ -38,6 +38,8 @@ COMMANDS = {
                                "optionally beside GluonCV's"),
     "benchmark-data": ("benchmark_data", "throughput of the SSD training data pipeline, "
                                          "beside GluonCV's DataLoader"),
+    "benchmark-train": ("benchmark_train", "samples/s of the whole training step, beside "
+                                           "GluonCV's training recipe"),
     "benchmark-memory": ("benchmark_memory", "peak memory and step time of training with "
                                              "and without memory saving"),
     "benchmark-detector": ("benchmark_detector", "images/s through zoo.Detector on JPEG files "

@@ -1,0 +1,49 @@
+"""``zoo benchmark-train``: samples/s of the zoo's whole training step (its Trainer, data
+included), with ``--compare gluoncv`` beside GluonCV's own training recipe for the same
+network, alternating round for round, with milliseconds per step of each part (see
+:mod:`zoo.bench.train`).
+
+Examples:
+    zoo benchmark-train --network ssd_resnet50_v1_gluoncv_voc --data-shape 512 --batch-size 4
+    zoo benchmark-train --network faster_rcnn_fpn_resnet50_gluoncv_coco --data-shape 512 \\
+        --max-size 512 --batch-size 1 --freeze '^(conv1_|stage1_)|_bn_(gamma|beta)$'
+
+"""
+from zoo.bench.train import GLUONCV_RECIPES, TrainBenchmarkOptions, benchmark_train
+from zoo.config.registry import list_models
+from zoo.cli.common import add_batch_flag, nonnegative_int, options_from, positive_int, regex
+
+
+def add_arguments(p):
+    p.add_argument("--network", default="ssd_resnet50_v1_gluoncv_voc", choices=list_models(),
+                   metavar="NAME", help="registered model; --compare gluoncv knows %s"
+                   % ", ".join(GLUONCV_RECIPES))
+    p.add_argument("--data-shape", type=positive_int, default=None,
+                   help="input side (Faster R-CNN: the short side; default: the config's)")
+    p.add_argument("--max-size", type=positive_int, default=None,
+                   help="Faster R-CNN: the longer side's limit (default: the config's)")
+    add_batch_flag(p, 4)
+    p.add_argument("--steps", type=positive_int, default=8,
+                   help="steps per round: one epoch of each side")
+    p.add_argument("--rounds", type=positive_int, default=3, help="timed rounds per side")
+    p.add_argument("--warmup-rounds", type=nonnegative_int, default=1,
+                   help="untimed rounds per side first")
+    p.add_argument("--data-threads", type=positive_int, default=2,
+                   help="our loader's threads and GluonCV's worker processes")
+    p.add_argument("--image-size", type=positive_int, default=448,
+                   help="side of the embedded JPEGs, generated into --data-root")
+    p.add_argument("--num-images", type=positive_int, default=64,
+                   help="distinct images generated; rounds cycle over them")
+    p.add_argument("--data-root", default=None,
+                   help="folder of the generated images (default: output/shapes_<image-size>)")
+    p.add_argument("--freeze", type=regex, default=None,
+                   help="regular expression of our parameters kept fixed (GluonCV's recipe "
+                        "trains its network's collect_train_params())")
+    p.add_argument("--compare", choices=("gluoncv", "none"), default="gluoncv",
+                   help="'none': time ours only")
+
+
+def run(args):
+    benchmark_train(options_from(TrainBenchmarkOptions, args,
+                                 compare=None if args.compare == "none" else args.compare))
+    return 0
