@@ -219,3 +219,20 @@ def test_demo_writes_the_format_its_output_names(prefix, photos, tmp_path, capsy
     assert main(["demo", "--checkpoint", prefix, "--image", image,
                  "--output", str(tmp_path / "x.gif")]) == 1
     assert "x.gif" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv, flag", [(["--every", "0"], "--every"),
+                                        (["--threshold", "2"], "--threshold"),
+                                        (["--format", "gif"], "--format")])
+def test_bad_flags_are_usage_errors(argv, flag, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["detect", "--checkpoint", "x", "a.jpg", *argv])
+    assert exit_.value.code == 2
+    assert capsys.readouterr().err.startswith("zoo detect: error: argument %s" % flag)
+
+
+def test_unknown_flags_after_inputs_are_refused(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["detect", "--checkpoint", "x", "a.jpg", "--crops", "b.jpg", "--bogus"])
+    assert exit_.value.code == 2
+    assert capsys.readouterr().err == "zoo detect: error: unrecognized arguments: --bogus\n"
