@@ -236,3 +236,28 @@ def test_unknown_flags_after_inputs_are_refused(capsys):
         main(["detect", "--checkpoint", "x", "a.jpg", "--crops", "b.jpg", "--bogus"])
     assert exit_.value.code == 2
     assert capsys.readouterr().err == "zoo detect: error: unrecognized arguments: --bogus\n"
+
+
+def test_an_int8_artifact_epoch_detects_in_int8(prefix, photos, tmp_path, capsys):
+    import mxnet as mx
+    from zoo.inference.quantization import int8_layers, quantize
+    from zoo.predictor import mkldnn_available
+    if not mkldnn_available():
+        pytest.skip("int8 needs MXNet with MKL-DNN")
+    fp32 = artifact.load(prefix)
+    calib = mx.io.NDArrayIter({"data": mx.nd.random.uniform(-2, 2, (2, 3, 128, 128))},
+                              batch_size=2)
+    symbol, args, aux = quantize(fp32.model.symbol(), fp32.arg_params, fp32.aux_params, calib,
+                                 "naive")
+    int8 = str(tmp_path / "int8")
+    artifact.save(int8, 3, fp32.model, args, aux, symbol=symbol,
+                  precision={"dtype": "int8", "calibration": {"mode": "naive"}})
+    output = str(tmp_path / "out")
+    image = str(photos / "photos" / "wide.jpg")
+    status, _, err = run(capsys, "--checkpoint", int8, "--epoch", "3", image, "--output",
+                         output, "--threshold", str(THRESHOLD), "--no-progress")
+    assert status == 0, err
+    detector = zoo.load_detector(int8, 3)
+    assert int8_layers(detector.predictor.symbol)
+    entry, = results(output)["images"]
+    assert_same(entry, detector(image, score_threshold=THRESHOLD))

@@ -128,11 +128,12 @@ class VideoReader:
         """Frame ``number`` as RGB (frames in ``wanted`` read on the way are kept)."""
         with self.lock:
             while number not in self.kept and self.position <= number:
-                ok, bgr = self.capture.read()
-                if not ok:
+                if not self.capture.grab():  # frames no one wants are not converted
                     break
                 if self.position in wanted:
-                    self.kept[self.position] = cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)
+                    ok, bgr = self.capture.retrieve()
+                    if ok:
+                        self.kept[self.position] = cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)
                 self.position += 1
             image = self.kept.pop(number, None)
         if image is None:
