@@ -261,3 +261,17 @@ def test_an_int8_artifact_epoch_detects_in_int8(prefix, photos, tmp_path, capsys
     assert int8_layers(detector.predictor.symbol)
     entry, = results(output)["images"]
     assert_same(entry, detector(image, score_threshold=THRESHOLD))
+
+
+def test_list_flag_reads_paths_relative_to_the_list(prefix, photos, tmp_path, capsys):
+    listing = tmp_path / "list.txt"
+    folder = os.path.relpath(str(photos / "photos"), str(tmp_path))
+    listing.write_text("%s\n%s\n" % (os.path.join(folder, "tall.png"),
+                                     os.path.join(folder, "sub", "small.jpg")))
+    output = str(tmp_path / "out")
+    status, out, err = run(capsys, "--checkpoint", prefix, "--list", str(listing), "--output",
+                           output, "--no-pictures", "--no-progress")
+    assert status == 0, err
+    files = [os.path.realpath(e["file"]) for e in results(output)["images"]]
+    assert files == [os.path.realpath(str(photos / "photos" / name))
+                     for name in ("tall.png", os.path.join("sub", "small.jpg"))]

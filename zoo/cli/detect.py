@@ -22,7 +22,7 @@ def add_arguments(p):
     p.add_argument("inputs", nargs="*", metavar="INPUT",
                    help="image or video files, folders, globs (quote them: the zoo expands "
                         "them) or @FILE listing inputs one a line")
-    p.add_argument("--list", dest="lists", action="append", default=[], metavar="FILE",
+    p.add_argument("--list", dest="lists", action="append", default=None, metavar="FILE",
                    help="text file listing inputs, one a line (repeatable)")
     p.add_argument("--output", default=DEFAULTS.output, help="folder to write into")
     p.add_argument("--recursive", action="store_true", help="folders: their subfolders too")
@@ -57,6 +57,6 @@ def more_positionals(args, unknown):
 
 def run(args):
     summary = detect(options_from(DetectOptions, args, inputs=tuple(args.inputs),
-                                  lists=tuple(args.lists)))
+                                  lists=tuple(args.lists or ())))
     print(summary)
     return 0
