@@ -275,3 +275,19 @@ def test_list_flag_reads_paths_relative_to_the_list(prefix, photos, tmp_path, ca
     files = [os.path.realpath(e["file"]) for e in results(output)["images"]]
     assert files == [os.path.realpath(str(photos / "photos" / name))
                      for name in ("tall.png", os.path.join("sub", "small.jpg"))]
+
+
+def test_a_video_that_cannot_be_read_is_skipped_and_counted(prefix, photos, tmp_path, capsys):
+    bad = tmp_path / "bad.mp4"
+    bad.write_bytes(b"not a video at all")
+    output = str(tmp_path / "out")
+    status, out, err = run(capsys, "--checkpoint", prefix, str(bad),
+                           str(photos / "photos" / "tall.png"), "--output", output,
+                           "--no-pictures", "--no-progress")
+    assert status == 0, err
+    assert out.startswith("1 images, ") and ", 1 skipped; " in out
+    skipped, = results(output)["skipped"]
+    assert skipped["file"] == str(bad) and str(bad) in skipped["error"]
+    status, _, err = run(capsys, "--checkpoint", prefix, str(bad), "--output", output,
+                         "--strict")
+    assert status == 1 and err == "zoo detect: error: %s: cannot read a frame of the video\n" % bad
