@@ -267,7 +267,7 @@ def test_list_flag_reads_paths_relative_to_the_list(prefix, photos, tmp_path, ca
     listing = tmp_path / "list.txt"
     folder = os.path.relpath(str(photos / "photos"), str(tmp_path))
     listing.write_text("%s\n%s\n" % (os.path.join(folder, "tall.png"),
-                                     os.path.join(folder, "sub", "small.jpg")))
+                                     os.path.join(folder, "sub")))
     output = str(tmp_path / "out")
     status, out, err = run(capsys, "--checkpoint", prefix, "--list", str(listing), "--output",
                            output, "--no-pictures", "--no-progress")

@@ -63,9 +63,11 @@ def listed_paths(list_file):
 def spec_paths(spec, recursive):
     """The files one command-line input names: a file, a folder's images and videos, a
     glob's matches (expanded here, so quoting it works on every shell) or a list file's
-    entries (``@FILE``). An input naming nothing is an OptionsError."""
-    if spec.startswith(LIST_PREFIX):
-        return listed_paths(spec[len(LIST_PREFIX):])
+    entries (``@FILE``: files and folders). An input naming nothing is an OptionsError."""
+    if spec.startswith(LIST_PREFIX):  # a listed file that is missing is skipped, not fatal
+        return [path for entry in listed_paths(spec[len(LIST_PREFIX):])
+                for path in (folder_files(entry, recursive) if os.path.isdir(entry)
+                             else [entry])]
     if os.path.isdir(spec):
         return folder_files(spec, recursive)
     if os.path.exists(spec):
