@@ -1,5 +1,8 @@
-"""Images/s through :class:`zoo.Detector` (image files in, decoding included) against the
-pure-inference images/s of the same graph at the same batch size, in one process.
+"""Images/s through :class:`zoo.Detector` and through the ``zoo detect`` job (image files in,
+decoding included; the job also draws and writes the pictures and the results JSON) against
+the pure-inference images/s of the same graph at the same batch size, in one process; and
+(:func:`batch_sweep`) seconds per image at several batch sizes on images of mixed
+orientations, to show that a larger batch is never slower per image.
 
 Pure inference is the detector's own :class:`zoo.predictor.Predictor` run on batches
 already decoded and preprocessed in memory: the ratio of the two is what decoding,
@@ -8,19 +11,25 @@ alternate, and the best of each is reported, so that other load on the machine h
 neither more than the other.
 """
 import os
+import shutil
 from dataclasses import dataclass
 from typing import Optional
+
+import cv2
+import numpy as np
 
 from zoo.data import embedded
 from zoo.data.images import read_image
 from zoo.inference.detector import Detector, load_detector
 from zoo.inference.runner import ImageList
+from zoo.jobs.detect import DetectOptions, detect
 from zoo.bench.timing import seconds
 from zoo.errors import DataError, OptionsError
 from zoo.config.registry import unknown_network
 from zoo.model import get_model
 
-__all__ = ["DetectorBenchmarkOptions", "benchmark_detector", "report"]
+__all__ = ["DetectorBenchmarkOptions", "batch_sweep", "benchmark_detector", "report",
+           "sweep_report"]
 
 SKIPS_NAMED = 5
 """Skipped files named in the report; the rest are counted."""
@@ -42,6 +51,7 @@ class DetectorBenchmarkOptions:
     batch_size: int = 8
     runs: int = 10                       # timed passes of each kind; the best is reported
     score_threshold: float = 0.3
+    mixed_orientations: bool = False     # generate portrait and landscape images instead
 
     def __post_init__(self):
         if self.checkpoint is None and unknown_network(self.network):
@@ -65,7 +75,10 @@ def image_paths(options):
     generated ones, and ``"name: reason"`` of each file of the folder that is not a
     readable image."""
     folder = options.image_dir
-    if folder is None:
+    if folder is None and options.mixed_orientations:
+        folder = mixed_images(os.path.join(options.work_dir, "mixed"), options.num_images,
+                              options.image_size)
+    elif folder is None:
         root = os.path.join(options.work_dir, "shapes")
         embedded.generate(root, num_train=options.num_images, num_val=0,
                           image_size=options.image_size)
@@ -106,6 +119,22 @@ def named(skipped):
     return "; ".join(skipped[:SKIPS_NAMED]) + (" and %d more" % more if more > 0 else "")
 
 
+def mixed_images(folder, count, long_side):
+    """``count`` JPEGs of smooth random content in ``folder`` (made afresh), landscape and
+    portrait in turn at four aspect ratios, ``long_side`` pixels on their long side, odd
+    sizes included, as a phone's folder mixes them."""
+    shutil.rmtree(folder, ignore_errors=True)
+    os.makedirs(folder)
+    rng = np.random.RandomState(0)
+    for index in range(count):
+        short = int(long_side * (0.5, 0.6, 0.75, 0.8)[index // 2 % 4]) | 1
+        height, width = (short, long_side) if index % 2 == 0 else (long_side, short)
+        small = rng.randint(0, 256, (max(2, height // 16), max(2, width // 16), 3), np.uint8)
+        cv2.imwrite(os.path.join(folder, "%04d.jpg" % index),
+                    cv2.resize(small, (width, height), interpolation=cv2.INTER_CUBIC))
+    return folder
+
+
 def preprocessed_inputs(detector, paths, batch_size):
     """The graph's inputs for every batch of ``paths``, decoded and preprocessed ahead."""
     return [detector.model.input_arrays(batch.data, batch.im_info)
@@ -121,21 +150,30 @@ def benchmark_detector(options):
     batch_size = min(options.batch_size, len(paths))
     inputs = preprocessed_inputs(detector, paths, batch_size)
 
-    def detect():
+    def through_detector():
         detector(paths, score_threshold=options.score_threshold, batch_size=batch_size)
 
     def infer():
         for arrays in inputs:
             detector.predictor(**arrays)[0].wait_to_read()
 
-    detect(), infer()  # warm-up: binds the executor, fills MKL-DNN's caches
-    detector_times, inference_times = [], []
-    for _ in range(options.runs):
-        detector_times.append(seconds(detect))
-        inference_times.append(seconds(infer))
-    detector_speed = len(paths) / min(detector_times)
-    inference_speed = len(paths) / min(inference_times)
+    job = DetectOptions(checkpoint=options.checkpoint or "", inputs=tuple(paths),
+                        output=os.path.join(options.work_dir, "detect"), progress=False,
+                        threshold=options.score_threshold, batch_size=batch_size)
+
+    def run_job():
+        detect(job, detector)
+
+    timed = (through_detector, run_job, infer)
+    for function in timed:  # warm-up: binds the executor, fills MKL-DNN's caches
+        function()
+    times = [[] for _ in timed]
+    for _ in range(options.runs):  # alternating, so that other load hurts each alike
+        for function, spent in zip(timed, times):
+            spent.append(seconds(function))
+    detector_speed, job_speed, inference_speed = (len(paths) / min(spent) for spent in times)
     return {"detector_images_per_s": detector_speed, "inference_images_per_s": inference_speed,
+            "detect_job_images_per_s": job_speed, "detect_job_ratio": job_speed / inference_speed,
             "ratio": detector_speed / inference_speed, "num_images": len(paths),
             "batch_size": batch_size, "data_shape": detector.transform.data_shape,
             "graph": options.checkpoint or options.network, "skipped": skipped}
@@ -148,8 +186,44 @@ def report(result):
     return "\n".join((notice if skipped else []) + [
         "%s at %d pixels, batch %d, %d images:" % (
             result["graph"], result["data_shape"], result["batch_size"], result["num_images"]),
-        "  Detector (image files in, decoding included): %7.1f images/s"
-        % result["detector_images_per_s"],
-        "  pure inference (preprocessed, in memory):    %8.1f images/s"
-        % result["inference_images_per_s"],
-        "  ratio: %.3f" % result["ratio"]])
+        "  %-47s %8.1f images/s" % ("Detector (image files in, decoding included):",
+                                        result["detector_images_per_s"]),
+        "  %-47s %8.1f images/s" % ("zoo detect (images in, pictures and JSON out):",
+                                        result["detect_job_images_per_s"]),
+        "  %-47s %8.1f images/s" % ("pure inference (preprocessed, in memory):",
+                                        result["inference_images_per_s"]),
+        "  ratio: %.3f (Detector), %.3f (zoo detect)" % (result["ratio"],
+                                                         result["detect_job_ratio"])])
+
+
+def batch_sweep(options, batch_sizes):
+    """Seconds per image through the detector at each of ``batch_sizes`` on the same images
+    (best of ``options.runs`` passes each, the batch sizes alternating); returns
+    ``{"per_image_s": {batch_size: seconds}, "num_images", "data_shape", "graph"}``."""
+    detector = make_detector(options)
+    paths, _ = image_paths(options)
+
+    def at(batch_size):
+        return lambda: detector(paths, score_threshold=options.score_threshold,
+                                batch_size=batch_size)
+    runs = {size: at(size) for size in batch_sizes}
+    for run in runs.values():  # warm-up: binds an executor per input shape and batch
+        run()
+    times = {size: [] for size in batch_sizes}
+    for _ in range(options.runs):
+        for size, run in runs.items():
+            times[size].append(seconds(run))
+    return {"per_image_s": {size: min(spent) / len(paths) for size, spent in times.items()},
+            "num_images": len(paths), "data_shape": detector.transform.data_shape,
+            "graph": options.checkpoint or options.network}
+
+
+def sweep_report(result):
+    """The lines the tool prints for :func:`batch_sweep`."""
+    smallest = min(result["per_image_s"])
+    lines = ["%s at %s pixels, %d images, seconds per image by batch size:"
+             % (result["graph"], result["data_shape"], result["num_images"])]
+    lines += ["  batch %3d: %8.4f s/image (%.2fx batch %d)"
+              % (size, spent, spent / result["per_image_s"][smallest], smallest)
+              for size, spent in sorted(result["per_image_s"].items())]
+    return "\n".join(lines)

@@ -27,6 +27,8 @@ COMMANDS = {
     "train": ("train", "train a detector on a dataset, or fine-tune an artifact (--init-from)"),
     "eval": ("eval", "score an artifact on a dataset split (VOC mAP, COCO AP)"),
     "demo": ("demo", "draw an artifact's detections on an image"),
+    "detect": ("detect", "run an artifact or ONNX file over files, folders, globs, lists and "
+                         "videos; write results JSON, pictures, crops"),
     "quantize": ("quantize", "quantize an artifact to int8, calibrated on a dataset split"),
     "export": ("export", "write a deployable artifact from an artifact or a registered model"),
     "check": ("check", "validate model configs against their graphs and print a table"),
@@ -92,6 +94,10 @@ def main(argv=None):
     command = next((word for word in argv if not word.startswith("-")), None)
     parser = build_parser(command if command in COMMANDS else None)
     args, unknown = parser.parse_known_args(argv)
+    if unknown and args.command in COMMANDS and hasattr(command_module(args.command),
+                                                        "more_positionals"):
+        # argparse fills a command's list of positionals from the first run of words only.
+        unknown = command_module(args.command).more_positionals(args, unknown)
     if unknown:
         # argparse would blame the top-level parser ("zoo: error:"); the command owns them.
         parser.exit(2, "zoo %s: error: unrecognized arguments: %s\n"

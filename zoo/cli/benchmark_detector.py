@@ -1,15 +1,19 @@
-"""``zoo benchmark-detector``: images/s through :class:`zoo.Detector` on image files
-(decoding included) against pure inference of the same graph at the same batch size, side by
-side in one process (see :mod:`zoo.bench.detector`).
+"""``zoo benchmark-detector``: images/s through :class:`zoo.Detector` and through the ``zoo
+detect`` job on image files (decoding included) against pure inference of the same graph at
+the same batch size, side by side in one process (see :mod:`zoo.bench.detector`); with
+``--batch-sizes``, seconds per image at each batch size instead.
 
 Examples:
     zoo benchmark-detector --network ssd_mobilenetv2_stride8 --data-shape 192
+    zoo benchmark-detector --network faster_rcnn_mobilenetv2 --data-shape 320 \\
+        --mixed-orientations --batch-sizes 1,2,8
     zoo benchmark-detector --checkpoint output/train/ssd_mobilenetv2_stride8 \\
         --images output/shapes/JPEGImages
 """
-from zoo.bench.detector import DetectorBenchmarkOptions, benchmark_detector, report
+from zoo.bench.detector import (DetectorBenchmarkOptions, batch_sweep, benchmark_detector, report,
+                                sweep_report)
 from zoo.config.registry import list_models
-from zoo.cli.common import fraction, options_from, positive_int
+from zoo.cli.common import comma_list, fraction, options_from, positive_int
 
 __all__ = ["add_arguments", "run"]
 
@@ -40,10 +44,19 @@ def add_arguments(p):
                    help="timed passes of each kind; the best is reported")
     p.add_argument("--score-threshold", type=fraction, default=DEFAULTS.score_threshold,
                    help="the detector's score threshold")
+    p.add_argument("--mixed-orientations", action="store_true",
+                   help="generate portrait and landscape JPEGs of several aspect ratios "
+                        "(--image-size on the long side) instead of square ones")
+    p.add_argument("--batch-sizes", type=comma_list(positive_int), default=None,
+                   metavar="N,...", help="time seconds per image at each of these batch "
+                                         "sizes instead (e.g. 1,2,8)")
 
 
 def run(args):
     network = None if args.checkpoint else args.network
-    print(report(benchmark_detector(options_from(DetectorBenchmarkOptions, args,
-                                                 network=network))))
+    options = options_from(DetectorBenchmarkOptions, args, network=network)
+    if args.batch_sizes:
+        print(sweep_report(batch_sweep(options, args.batch_sizes)))
+    else:
+        print(report(benchmark_detector(options)))
     return 0

@@ -14,7 +14,8 @@ def add_arguments(p):
     add_checkpoint_flags(p, "artifact prefix (fp32, or int8 from `zoo quantize`)")
     p.add_argument("--image", required=True, help="image file (JPEG or PNG)")
     p.add_argument("--threshold", type=fraction, default=0.5, help="lowest score drawn")
-    p.add_argument("--output", default="detections.png", help="PNG file to write")
+    p.add_argument("--output", default="detections.png",
+                   help="picture to write, encoded as its extension says (.png, .jpg, ...)")
     add_exif_flag(p)
 
 

@@ -139,7 +139,11 @@ def lower_priority():
 
 class ImageList:
     """Images given by a user: paths or RGB uint8 arrays (:func:`rgb_image`), files turned as
-    their EXIF orientation says unless ``exif`` is ``"ignore"``."""
+    their EXIF orientation says unless ``exif`` is ``"ignore"``.
+
+    A source of the runner has ``__len__`` and ``load(index)``, an HxWx3 uint8 RGB array,
+    or None for an image it skips (:class:`zoo.inference.inputs.InputImages` does, for
+    a file it cannot read); the runner then gives no rows for it."""
 
     def __init__(self, images, exif="apply"):
         self.images = list(images)
@@ -203,7 +207,11 @@ class BatchRunner:
         batch_size = max(1, min(batch_size, len(source)))
         groups = collections.OrderedDict()  # input shape: [(index, sample, size)], oldest first
         waiting = 0
-        for index, (sample, size) in self._prepared(source, batch_size):
+        for index, prepared in self._prepared(source, batch_size):
+            if prepared is None:  # a source that skips an image it cannot read
+                yield InputBatch((index,), None, None, (None,))
+                continue
+            sample, size = prepared
             key = self._shape(sample)
             groups.setdefault(key, []).append((index, sample, size))
             waiting += 1
@@ -219,7 +227,8 @@ class BatchRunner:
 
     def outputs(self, source, batch_size, progress=None):
         """Yield ``(index, rows, (width, height))`` for every image of ``source``, in
-        order: the graph's output rows of the image, a numpy (N, 6) array. ``progress``: a
+        order: the graph's output rows of the image, a numpy (N, 6) array (``rows`` and
+        the size None for an image the source skipped). ``progress``: a
         description for a progress bar on stderr (None: no bar)."""
         done, next_index = {}, 0
         bar = _progress_bar(progress, len(source))
@@ -237,6 +246,9 @@ class BatchRunner:
         are fetched, so an asynchronous engine runs while the caller uses them."""
         previous = None
         for batch in batches:
+            if batch.data is None:  # a skipped image: nothing to run
+                yield batch, [None]
+                continue
             current = batch, self.engine.launch(batch.data, batch.im_info)
             if previous is not None:
                 yield previous[0], self.engine.fetch(previous[1])
@@ -292,8 +304,11 @@ class BatchRunner:
                 for index, future in jobs]
 
     def prepare(self, source, index):
-        """Decode and preprocess one image: ``(transform output, (width, height))``."""
+        """Decode and preprocess one image: ``(transform output, (width, height))``, or None
+        where the source skips the image (its ``load`` returned None)."""
         image = source.load(index)
+        if image is None:
+            return None
         return self.transform(image, NO_LABEL), (image.shape[1], image.shape[0])
 
 

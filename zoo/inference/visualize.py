@@ -2,6 +2,7 @@
 import colorsys
 import csv
 import os
+import threading
 
 import cv2
 import numpy as np
@@ -12,13 +13,18 @@ from matplotlib.ticker import MaxNLocator
 from zoo.inference.runner import Detections, label_names, rgb_image
 from zoo.errors import DataError
 
-__all__ = ["class_color", "draw", "draw_detections", "pixel_box", "plot_training_log", "save_png"]
+__all__ = ["ENCODINGS", "class_color", "draw", "draw_detections", "encode_image", "pixel_box",
+           "plot_training_log", "save_image", "save_png"]
 
 FONT = cv2.FONT_HERSHEY_SIMPLEX
 # Stepping the hue by the golden ratio keeps the colours of neighbouring class ids apart.
 HUE_STEP = 0.618033988749895
 LABEL_PADDING = 2
 MAP_COLUMN = "val_map"
+ENCODINGS = {".jpg": ".jpg", ".jpeg": ".jpg", ".png": ".png", ".bmp": ".bmp", ".tif": ".tiff",
+             ".tiff": ".tiff", ".webp": ".webp"}
+"""File extension (any case): the encoding its file gets, so the bytes match the name."""
+JPEG_QUALITY = 95
 
 
 def class_color(class_id):
@@ -109,6 +115,35 @@ def save_png(path, image_rgb):
         raise ValueError("could not encode the image as PNG")
     with open(path, "wb") as handle:
         handle.write(encoded.tobytes())
+
+
+def encode_image(image_rgb, extension):
+    """The bytes of an RGB uint8 image encoded as the file ``extension`` (a key of
+    :data:`ENCODINGS`, any case) says; ValueError naming it for another."""
+    encoding = ENCODINGS.get(extension.lower())
+    if encoding is None:
+        raise ValueError("cannot write a %r picture: expected one of %s"
+                         % (extension, ", ".join(sorted(ENCODINGS))))
+    params = [cv2.IMWRITE_JPEG_QUALITY, JPEG_QUALITY] if encoding == ".jpg" else []
+    ok, encoded = cv2.imencode(encoding, cv2.cvtColor(np.asarray(image_rgb), cv2.COLOR_RGB2BGR),
+                               params)
+    if not ok:
+        raise ValueError("could not encode the image as %s" % encoding)
+    return encoded.tobytes()
+
+
+def save_image(path, image_rgb):
+    """Write an RGB uint8 image encoded as its extension says (JPEG for ``.jpg``, PNG for
+    ``.png``, ...), atomically: a reader never sees half a file."""
+    data = encode_image(image_rgb, os.path.splitext(path)[1])
+    temporary = "%s.tmp-%d-%d" % (path, os.getpid(), threading.get_ident())
+    try:
+        with open(temporary, "wb") as handle:
+            handle.write(data)
+        os.replace(temporary, path)
+    finally:
+        if os.path.exists(temporary):
+            os.remove(temporary)
 
 
 def read_log_rows(csv_path):

@@ -1,10 +1,12 @@
-"""Draw an artifact's detections (boxes, class names, scores) on an image, as PNG."""
+"""Draw an artifact's detections (boxes, class names, scores) on an image, written in the
+format the output file's extension names (PNG, JPEG, ...)."""
 import os
 from dataclasses import dataclass
 from typing import Optional
 
 from zoo.inference.detector import load_detector
-from zoo.inference.visualize import draw, save_png
+from zoo.errors import OptionsError
+from zoo.inference.visualize import ENCODINGS, draw, save_image
 
 __all__ = ["DemoOptions", "demo"]
 
@@ -18,11 +20,17 @@ class DemoOptions:
     threshold: float = 0.5               # lowest score drawn
     exif: str = "apply"                  # "apply": a photo as a viewer shows it; "ignore"
 
+    def __post_init__(self):
+        extension = os.path.splitext(self.output)[1]
+        if extension.lower() not in ENCODINGS:
+            raise OptionsError("output %r: expected a picture file name ending in %s"
+                               % (self.output, ", ".join(sorted(ENCODINGS))))
+
 
 def demo(options):
     """Detect on the image, write the drawing; returns the :class:`zoo.Detections` drawn."""
     detections = load_detector(options.checkpoint, options.epoch, exif=options.exif)(
         options.image, score_threshold=options.threshold)
     os.makedirs(os.path.dirname(os.path.abspath(options.output)), exist_ok=True)
-    save_png(options.output, draw(options.image, detections))
+    save_image(options.output, draw(options.image, detections))
     return detections
