@@ -36,7 +36,8 @@ def class_lookup(options, names, loaded):
     or of renamed ones.
     """
     artifact_names = list(loaded.class_names)
-    source = "%s-%04d" % (loaded.prefix, loaded.epoch)
+    source = (loaded.prefix if loaded.epoch is None  # a deployed file
+              else "%s-%04d" % (loaded.prefix, loaded.epoch))
     if options.class_map is None:
         if names != artifact_names:
             raise DataError("%s: classes %s are not those of %s, %s (the same names in the "
