@@ -25,7 +25,25 @@ def export_openvino(source, options):
         if options.int8:
             onnx_path, precision = calibrated(source, onnx_path, options,
                                               os.path.join(scratch, "int8.onnx"))
+            checked = write_ir(onnx_path, os.path.join(scratch, "int8" + SUFFIX), precision)
+            check_runs(checked, options.output + SUFFIX, calibration_images(source, options))
         return write_ir(onnx_path, options.output + SUFFIX, precision), precision
+
+
+def check_runs(path, output, images):
+    """Raise :class:`~zoo.artifact.ArtifactError` unless OpenVINO runs the IR ``path`` on
+    the first calibration image: OpenVINO 2026.4's CPU plugin fails the shape inference of
+    a Faster R-CNN's in-graph anchors and proposals once the graph holds int8 layers, and
+    the user must learn that here, not from the first detection."""
+    from ..artifact import ArtifactError
+    from ..onnx.openvino_runtime import OpenVinoDetector
+    try:
+        OpenVinoDetector(path)(images[:1])
+    except RuntimeError as err:
+        reason = [line for line in str(err).splitlines() if line.startswith("[CPU]")]
+        raise ArtifactError("%s: OpenVINO cannot run this int8 graph (%s); export it in fp32, "
+                            "or use zoo quantize for MXNet int8"
+                            % (output, (reason or [str(err).splitlines()[0]])[0])) from None
 
 
 def check_options(options):

@@ -7,7 +7,8 @@ in-graph anchors). The thresholds here are the zoo's naive calibration (:mod:`zo
 ``naive``): each quantized layer's input range is the min and max observed over the
 calibration images, run on ONNX Runtime.
 
-What is quantized: the input of every ``Conv`` and ``Gemm`` whose weights are constants,
+What is quantized: the input of every ``Conv`` and ``Gemm`` whose weights are constants
+(but the first convolution, on the image's 3 channels),
 symmetric per output channel for the weights (int8, zero point 0) and per tensor for the
 activations (uint8 from 0 for a non-negative input such as a ReLU's output, else symmetric
 int8). ``BatchNormalization`` after a convolution is folded into its weights first, so that
@@ -21,11 +22,13 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-__all__ = ["QUANTIZED_OPS", "fold_batch_norms", "calibrate", "quantize", "quantized_layers"]
+__all__ = ["IMAGE_CHANNELS", "QUANTIZED_OPS", "fold_batch_norms", "calibrate", "quantize", "quantized_layers"]
 
 QUANTIZED_OPS = ("Conv", "Gemm")
 """Operators whose input and constant weights become int8."""
 WEIGHT_INPUT = 1
+IMAGE_CHANNELS = 3
+"""A convolution of at most this many input channels reads the image; it stays fp32."""
 
 
 def constants(model):
@@ -94,11 +97,23 @@ def _drop_unread(model):
 
 
 def quantized_layers(model):
-    """The nodes whose input and weights :func:`quantize` makes int8, in graph order."""
+    """The nodes whose input and weights :func:`quantize` makes int8, in graph order: each
+    ``Conv`` and ``Gemm`` with constant weights, but those reading the image's
+    :data:`IMAGE_CHANNELS` channels."""
     values = constants(model)
     return [node for node in model.graph.node if node.op_type in QUANTIZED_OPS
             and len(node.input) > WEIGHT_INPUT and node.input[WEIGHT_INPUT] in values
-            and node.input[0] not in values]
+            and node.input[0] not in values and not _reads_image(node, values)]
+
+
+def _reads_image(node, values):
+    # The first convolution stays fp32: with 3 input channels int8 gains it little and
+    # costs the most accuracy (the pixels' range is the widest), and OpenVINO 2026.4 fails
+    # the shape inference of the FPN's anchor grid when the image input of a graph of free
+    # height and width is quantized.
+    weight = values[node.input[WEIGHT_INPUT]]
+    return node.op_type == "Conv" and weight.shape[1] * _attribute(node, "group", 1) \
+        <= IMAGE_CHANNELS
 
 
 def calibrate(model, batches, progress=None):

@@ -18,7 +18,7 @@ from . import GRAPH_PREPROCESSING, OUTPUT
 from .runtime import (IMAGE_INPUTS, OnnxModelError, check_format, check_graph, graph_inputs,
                       metadata_json, metadata_value)
 
-__all__ = ["OpenVinoDetector", "load_openvino_detector", "write_ir", "SUFFIX"]
+__all__ = ["SUFFIX", "OpenVinoDetector", "layer_precisions", "load_openvino_detector", "write_ir"]
 
 SUFFIX = ".xml"
 INSTALL = "pip install 'mxnet-detection-zoo[openvino]'"
@@ -159,3 +159,12 @@ def write_ir(onnx_path, path, precision):
     os.replace(staging[:-len(SUFFIX)] + ".bin", path[:-len(SUFFIX)] + ".bin")
     os.replace(staging, path)
     return path
+
+
+def layer_precisions(compiled):
+    """``[(layer, type, precision)]`` of the layers a compiled model runs, as OpenVINO's CPU
+    plugin executes them (after its fusions): which run in int8 (``u8``/``i8``) and which
+    in fp32 (``f32``)."""
+    return [(op.get_friendly_name(), info["layerType"].astype(str),
+             info["runtimePrecision"].astype(str))
+            for op in compiled.get_runtime_model().get_ops() for info in [op.get_rt_info()]]
