@@ -167,6 +167,8 @@ print(sorted(name for name, module in sys.modules.items()
                                      "artifact)"),
     (["--format", "openvino", "--int8"], "int8 calibrates on images: give data_root (and "
                                          "dataset, split)"),
+    (["--format", "openvino", "--data-root", "d"], "data_root d: only int8 calibrates on a "
+                                                   "dataset; add int8 or leave data_root out"),
 ])
 def test_int8_export_flags_are_checked_in_one_line(flags, expected, tmp_path, capsys):
     code = zoo_main(["export", "--network", "ssd_mobilenetv2", "--output",

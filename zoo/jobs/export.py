@@ -62,6 +62,9 @@ def export(options):
     if options.int8 and options.format != "openvino":
         raise OptionsError("int8 is calibrated into an OpenVINO model: it needs format "
                            "openvino (zoo quantize makes an MXNet int8 artifact)")
+    if options.data_root and not options.int8:
+        raise OptionsError("data_root %s: only int8 calibrates on a dataset; add int8 or "
+                           "leave data_root out" % options.data_root)
     os.makedirs(os.path.dirname(os.path.abspath(options.output)), exist_ok=True)
     source = _source(options)
     if options.format == "onnx":

@@ -23,10 +23,11 @@ def export_openvino(source, options):
                                options.graph_preprocessing)
         precision = {"dtype": "fp32"}
         if options.int8:
-            onnx_path, precision = calibrated(source, onnx_path, options,
+            images = calibration_images(source, options)
+            onnx_path, precision = calibrated(source, onnx_path, options, images,
                                               os.path.join(scratch, "int8.onnx"))
             checked = write_ir(onnx_path, os.path.join(scratch, "int8" + SUFFIX), precision)
-            check_runs(checked, options.output + SUFFIX, calibration_images(source, options))
+            check_runs(checked, options.output + SUFFIX, images)
         return write_ir(onnx_path, options.output + SUFFIX, precision), precision
 
 
@@ -55,12 +56,11 @@ def check_options(options):
                            % (options.calib_images, options.batch_size))
 
 
-def calibrated(source, onnx_path, options, path):
-    """The int8 QDQ file ``path`` of the fp32 export ``onnx_path``, calibrated on the first
-    ``calib_images`` of the split; returns ``(path, precision)``."""
+def calibrated(source, onnx_path, options, images, path):
+    """The int8 QDQ file ``path`` of the fp32 export ``onnx_path``, calibrated on
+    ``images``; returns ``(path, precision)``."""
     from ..onnx.int8 import quantize_file
     from ..onnx.runtime import OnnxDetector
-    images = calibration_images(source, options)
     detector = OnnxDetector(onnx_path)  # prepares the images as the deployed model will
     batch_size = min(options.batch_size, len(images))
     batches = (detector.inputs(data, im_info)

@@ -22,7 +22,8 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-__all__ = ["IMAGE_CHANNELS", "QUANTIZED_OPS", "fold_batch_norms", "calibrate", "quantize", "quantized_layers"]
+__all__ = ["IMAGE_CHANNELS", "QUANTIZED_OPS", "calibrate", "fold_batch_norms", "quantize",
+           "quantize_file", "quantized_layers"]
 
 QUANTIZED_OPS = ("Conv", "Gemm")
 """Operators whose input and constant weights become int8."""
