@@ -177,7 +177,6 @@ def test_int8_export_flags_are_checked_in_one_line(flags, expected, tmp_path, ca
     assert not os.listdir(tmp_path)
 
 
-@pytest.mark.slow  # three fresh processes, each importing a runtime: a minute on 2 cores
 def test_benchmark_compare_all_times_every_deployment_and_names_the_fastest(monkeypatch):
     monkeypatch.setattr(benchmark_job, "gluoncv_names", lambda network: ())
     monkeypatch.setattr(benchmark_job, "matmul_peak_gflops", lambda: 100.0)  # seconds each
