@@ -16,6 +16,7 @@ import zoo
 from zoo import artifact
 from zoo.cli import main as zoo_main
 from zoo.data import embedded
+from zoo.data.factory import open_dataset
 from zoo.engine.trainer import OutputFolderInUse, TrainingDiverged
 from zoo.jobs.demo import DemoOptions, demo
 from zoo.jobs.evaluate import EvalOptions, evaluate, format_table
@@ -250,6 +251,47 @@ def test_export_to_onnx_detects_as_the_artifact_does(trained, shapes192, tmp_pat
     assert "cli.onnx" in out and "ONNX Runtime against MXNet: equal over 2 images" in out
     with pytest.raises(zoo.errors.OptionsError, match="format onnx"):
         export(ExportOptions(output=str(tmp_path / "x"), checkpoint=trained, verify=("a",)))
+
+
+def top10_agreement(expected, found):
+    """The fraction of ``expected``'s boxes (Detections lists) that ``found`` has too: same
+    class, IoU >= 0.9."""
+    agreed = total = 0
+    for theirs, ours in zip(expected, found):
+        for box, label in zip(theirs.boxes, theirs.labels):
+            low = np.maximum(box[:2], ours.boxes[:, :2])
+            high = np.minimum(box[2:], ours.boxes[:, 2:])
+            inter = np.prod(np.clip(high - low, 0, None), axis=1)
+            areas = np.prod(ours.boxes[:, 2:] - ours.boxes[:, :2], axis=1)
+            iou = inter / (np.prod(box[2:] - box[:2]) + areas - inter)
+            agreed += bool(((iou >= 0.9) & (ours.labels == label)).any())
+            total += 1
+    return agreed / total
+
+
+def test_openvino_int8_detects_what_fp32_detects(trained, shapes, tmp_path, capsys):
+    """Calibrated on the training split through ``zoo export``; compared on the held-out
+    images, which calibration never saw."""
+    int8, fp32 = str(tmp_path / "int8"), str(tmp_path / "fp32")
+    assert zoo_main(["export", "--checkpoint", trained, "--format", "openvino", "--int8",
+                     "--data-root", shapes, "--split", "train", "--calib-images", "8",
+                     "--no-progress", "--output", int8]) == 0
+    assert "int8: 67 layers, calibrated on 8 images of voc:%s/train" % shapes in (
+        capsys.readouterr().out)
+    assert zoo_main(["export", "--checkpoint", trained, "--format", "openvino",
+                     "--output", fp32]) == 0
+    held_out = open_dataset("voc", shapes, "val")
+    images = [held_out.image_path(i) for i in range(len(held_out))]
+    expected = zoo.load_openvino_detector(fp32 + ".xml")(images, score_threshold=0.0,
+                                                         max_detections=10)
+    found = zoo.load_openvino_detector(int8 + ".xml")(images, score_threshold=0.0,
+                                                      max_detections=10)
+    assert sum(map(len, expected)) == 10 * len(images) == 40
+    assert top10_agreement(expected, found) >= 0.9
+    scored = evaluate(EvalOptions(checkpoint=int8 + ".xml", data_root=shapes, progress=False))
+    assert scored.images == 4 and scored.epoch is None
+    assert scored.precision["calibration"]["images"] == 8
+    assert scored.output == int8 + "-eval-val.json" and os.path.isfile(scored.output)
 
 
 SMALL_SHAPES = {"ssd_resnet50": 300, "ssd_resnet101": 300, "ssd_inceptionv3": 300,

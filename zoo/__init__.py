@@ -1,7 +1,8 @@
 """An object-detection model zoo on Apache MXNet whose configs are checked against the graph.
 
 ``import zoo`` loads no MXNet: its names and submodules are imported on first use
-(:func:`__getattr__`), so that an ONNX deployment (:func:`load_onnx_detector`) runs where
+(:func:`__getattr__`), so that an ONNX or OpenVINO deployment (:func:`load_onnx_detector`,
+:func:`load_openvino_detector`, or :func:`load_deployed_detector` for either) runs where
 MXNet is not installed.
 """
 import importlib
@@ -21,12 +22,14 @@ LAZY = {
     "load_config": "config", "get_config": "config", "list_models": "config",
     "Detections": "inference.runner", "Detector": "inference.detector",
     "load_detector": "inference.detector",
-    "load_onnx_detector": "onnx.runtime",
+    "load_onnx_detector": "onnx.runtime", "load_openvino_detector": "onnx.openvino_runtime",
+    "load_deployed_detector": "onnx.deployed",
 }
 
 __all__ = ["ConfigError", "DataError", "DetectionModel", "Detections", "Detector",
            "PretrainedNotFound", "__version__", "build_model", "get_config", "get_model",
-           "list_models", "load_config", "load_detector", "load_onnx_detector"]
+           "list_models", "load_config", "load_deployed_detector", "load_detector",
+           "load_onnx_detector", "load_openvino_detector"]
 
 
 def __getattr__(name):

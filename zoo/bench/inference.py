@@ -1,6 +1,9 @@
 """Inference speed of a registered model or a saved artifact on this machine, fp32 and int8,
 optionally side by side, in the same process, with the closest GluonCV models or with our
-fp32 graph exported to ONNX and run on ONNX Runtime or OpenVINO (``compare``).
+fp32 graph exported to ONNX and run on ONNX Runtime or OpenVINO (``compare``). ``compare``
+``all`` times every deployment of ours (MXNet, ONNX Runtime fp32, OpenVINO fp32 and int8,
+the deployed ones each in its own process, :mod:`zoo.bench.deployed`) beside
+GluonCV's closest models, and names the fastest at each batch size.
 
 Each measurement is images/s, the median latency per batch after warm-up, GFLOPs per image
 (of the fp32 graph: the work, whatever the precision) and the fraction of this machine's
@@ -53,7 +56,7 @@ GLUONCV_MODELS = {
     "faster_rcnn_fpn_resnet50_gluoncv_coco": ("faster_rcnn_fpn_resnet50_v1b_coco",),
 }
 DTYPES = ("fp32", "int8")
-COMPARISONS = ("gluoncv", "onnxruntime", "openvino")
+COMPARISONS = ("gluoncv", "onnxruntime", "openvino", "all")
 
 
 @dataclass(frozen=True)
@@ -105,6 +108,8 @@ class Subject:
     gflops: float   # per image
     params: int
     graph: Optional[Tuple] = None   # ours: (symbol, arg_params, aux_params), for profiling
+    # latency(batch_size, runs, warmup) where the subject times itself (in its own process)
+    latency: Optional[Callable[[int, int, int], float]] = None
 
     @property
     def precision(self):
@@ -145,6 +150,7 @@ class BenchmarkResult:
     ratios: Tuple[SpeedRatio, ...]
     profiles: Tuple[PartProfile, ...]  # of each of ours, with ``profile``
     plot: Optional[str]
+    fastest: Tuple[Measurement, ...] = ()  # compare all: the fastest of ours per batch size
 
 
 def _giga_ops_per_s(multiply, size, seconds):
@@ -261,8 +267,10 @@ def _initialized_gluoncv(name, num_classes):
     return net
 
 
-def gluoncv_subject(name, model, num_classes):
-    """GluonCV's model ``name``, hybridized with static allocation, on our input size."""
+def gluoncv_subject(name, model, num_classes, dtype="fp32"):
+    """GluonCV's model ``name``, hybridized with static allocation, on our input size; int8
+    as GluonCV's own int8 models are made: MXNet's ``quantize_net`` (MKL-DNN), here with
+    naive calibration on the benchmark input."""
     net = _initialized_gluoncv(name, num_classes)
     one = model.input_shapes(1)["data"]
     net(mx.nd.array(random_images(one)))
@@ -270,11 +278,24 @@ def gluoncv_subject(name, model, num_classes):
                  if p.grad_req != "null")
     gflops = count_flops(net(mx.sym.var("data"))[0], data=one) / 1e9
     net.hybridize(static_alloc=True, static_shape=True)
+    if dtype == "int8":
+        net = _gluoncv_int8(net, model)
 
     def run(batch_size):
         data = mx.nd.array(random_images(model.input_shapes(batch_size)["data"]))
         return lambda: [output.wait_to_read() for output in net(data)]
-    return Subject("gluoncv fp32", "%s %s" % (name, _input_size(model)), run, gflops, params)
+    return Subject("gluoncv " + dtype, "%s %s" % (name, _input_size(model)), run, gflops,
+                   params)
+
+
+def _gluoncv_int8(net, model):
+    """``net`` quantized by MXNet's ``quantize_net``, calibrated on one random batch."""
+    from mxnet.contrib.quantization import quantize_net
+    data = mx.nd.array(random_images(model.input_shapes(1)["data"]))
+    net(data)
+    return quantize_net(net, quantized_dtype="auto", calib_mode="naive",
+                        calib_data=mx.io.NDArrayIter(data, batch_size=1),
+                        num_calib_examples=1, ctx=mx.cpu())
 
 
 def onnxruntime_session(path):
@@ -315,22 +336,47 @@ def onnx_subject(runtime, model, arg_params, aux_params, scratch):
 def reference_subjects(options, model, ours, scratch):
     """The subjects ours are compared with: GluonCV's closest models, or our fp32 graph
     exported to ONNX on ONNX Runtime or OpenVINO."""
-    if options.compare == "gluoncv":
-        return [gluoncv_subject(name, model, model.config["num_classes"])
-                for name in gluoncv_names(options.network or model.name)]
+    if options.compare == "all" and (options.network or model.name) not in GLUONCV_MODELS:
+        return []  # all deployments of ours are still timed; GluonCV has no counterpart
+    if options.compare in ("gluoncv", "all"):
+        dtypes = ("fp32", "int8") if options.compare == "all" else ("fp32",)
+        return [gluoncv_subject(name, model, model.config["num_classes"], dtype)
+                for name in gluoncv_names(options.network or model.name) for dtype in dtypes]
     if options.compare in ONNX_RUNTIMES:
-        fp32 = [subject.graph for subject in ours if subject.precision == "fp32"]
-        if not fp32:
-            raise OptionsError("--compare %s runs the fp32 graph: time an fp32 artifact, or "
-                               "a network with fp32 among the dtypes" % options.compare)
-        return [onnx_subject(options.compare, model, *fp32[0][1:], scratch)]
+        return [onnx_subject(options.compare, model, *fp32_graph(options, ours)[1:], scratch)]
     return []
+
+
+def fp32_graph(options, ours):
+    """``(symbol, arg_params, aux_params)`` of our fp32 subject, which exports are made of."""
+    fp32 = [subject.graph for subject in ours if subject.precision == "fp32"]
+    if not fp32:
+        raise OptionsError("--compare %s runs the fp32 graph: time an fp32 artifact, or "
+                           "a network with fp32 among the dtypes" % options.compare)
+    return fp32[0]
+
+
+def deployed_subjects(options, model, ours, scratch):
+    """With ``compare`` all: our fp32 graph deployed on each runtime of
+    :data:`zoo.bench.deployed.DEPLOYED_SIDES`, timed each in its own process on the
+    same random images as ours."""
+    from zoo.bench.deployed import deployed_graphs, isolated_latency
+    if options.compare != "all":
+        return []
+    inputs = {batch_size: model.input_arrays(random_images(model.input_shapes(batch_size)["data"]))
+              for batch_size in options.batch_sizes}
+    files = deployed_graphs(model, *fp32_graph(options, ours)[1:],
+                            inputs[max(options.batch_sizes)], scratch)
+    name = "%s %s" % (model.name, _input_size(model))
+    return [Subject(side, name, None, *_work(model), latency=isolated_latency(path, inputs))
+            for side, path in files.items()]
 
 
 def measure(subject, batch_size, runs, warmup, peaks):
     """The :class:`Measurement` of ``subject`` at ``batch_size``; ``peaks`` are the
     machine's GFLOP/s by precision."""
-    latency = median_seconds(subject.run(batch_size), runs, warmup)
+    latency = (subject.latency(batch_size, runs, warmup) if subject.latency
+               else median_seconds(subject.run(batch_size), runs, warmup))
     rate = batch_size / latency
     return Measurement(subject.label, batch_size, latency, rate, subject.gflops,
                        subject.precision, subject.gflops * rate / peaks[subject.precision],
@@ -406,8 +452,10 @@ def measure_peaks(subjects):
 def format_peaks(peaks):
     int8 = (", int8 matmul peak %.1f GOP/s (%.1fx)" % (peaks["int8"], peaks["int8"] / peaks["fp32"])
             if "int8" in peaks else "")
-    return "fp32 matmul peak on this machine: %.1f GFLOP/s%s, OMP_NUM_THREADS=%s, %d cores" % (
-        peaks["fp32"], int8, os.environ.get("OMP_NUM_THREADS"), len(os.sched_getaffinity(0)))
+    return ("fp32 matmul peak on this machine: %.1f GFLOP/s%s, OMP_NUM_THREADS=%s, %d cores, "
+            "MXNet engine %s" % (peaks["fp32"], int8, os.environ.get("OMP_NUM_THREADS"),
+                                 len(os.sched_getaffinity(0)),
+                                 os.environ.get("MXNET_ENGINE_TYPE", "ThreadedEnginePerDevice")))
 
 
 def profile_subjects(model, subjects, batch_size, runs, log):
@@ -432,8 +480,26 @@ def benchmark(options, log=print_line):
     else:
         model, ours = network_subjects(options)
     with tempfile.TemporaryDirectory() as scratch:
+        ours = ours + deployed_subjects(options, model, ours, scratch)
         references = reference_subjects(options, model, ours, scratch)
         return _measured(options, model, ours, references, log)
+
+
+def fastest_of(ours, measurements):
+    """The fastest of ``ours`` (subjects) at each batch size, among ``measurements``."""
+    labels = {subject.label for subject in ours}
+    best = {}
+    for m in measurements:
+        if m.subject in labels and (m.batch_size not in best
+                                    or m.images_per_s > best[m.batch_size].images_per_s):
+            best[m.batch_size] = m
+    return tuple(best.values())
+
+
+def format_fastest(m):
+    return ("fastest at batch %d on this machine: %s, %.2f img/s (%.3f s/batch, %.1f%% of the "
+            "%s peak)" % (m.batch_size, m.subject, m.images_per_s, m.latency_s,
+                          100 * m.peak_fraction, m.precision))
 
 
 def _measured(options, model, ours, references, log):
@@ -453,11 +519,14 @@ def _measured(options, model, ours, references, log):
             log(line)
     profiles = ()
     if options.profile:
-        profiles = tuple(profile_subjects(model, ours, options.batch_sizes[0],
-                                          options.runs, log))
+        profiles = tuple(profile_subjects(model, [s for s in ours if s.graph is not None],
+                                          options.batch_sizes[0], options.runs, log))
     written = None
     if options.plot:
         written = plot(options.plot, list(options.batch_sizes), measurements)
         log("plot written to %s" % written)
+    fastest = fastest_of(ours, measurements) if options.compare == "all" else ()
+    for m in fastest:
+        log(format_fastest(m))
     return BenchmarkResult(peaks["fp32"], peaks.get("int8"), tuple(measurements),
-                           tuple(ratios), profiles, written)
+                           tuple(ratios), profiles, written, fastest)

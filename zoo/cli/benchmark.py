@@ -1,6 +1,8 @@
 """``zoo benchmark``: inference speed of a registered model or a saved artifact, fp32 and
 int8, optionally beside the closest GluonCV models or its fp32 graph on ONNX Runtime or
-OpenVINO, and with a profile of where the time goes (see :mod:`zoo.bench.inference`).
+OpenVINO, or (``--compare all``) every deployment of ours beside GluonCV's fp32 and int8,
+ending with the fastest; and with a profile of where the time goes (see
+:mod:`zoo.bench.inference`).
 
 Examples:
     zoo benchmark --network ssd_resnet50 --dtypes fp32,int8 --compare gluoncv
@@ -8,6 +10,7 @@ Examples:
         --dtypes fp32,int8 --compare gluoncv --profile
     zoo benchmark --checkpoint output/train/ssd_mobilenetv2_stride8-int8
     zoo benchmark --network ssd_resnet50 --dtypes fp32,int8 --compare onnxruntime
+    zoo benchmark --network ssd_resnet50 --dtypes fp32,int8 --batch-sizes 1,4 --compare all
     zoo benchmark --network ssd_resnet50 --dtypes fp32,int8 --compare gluoncv \\
         --batch-sizes 1,2,4,8 --plot throughput.png
 """
@@ -54,7 +57,10 @@ def add_arguments(p):
     p.add_argument("--compare", choices=COMPARISONS, default=None,
                    help="gluoncv: also time the closest GluonCV models (randomly "
                         "initialised, on the same input); onnxruntime, openvino: also time "
-                        "our fp32 graph exported to ONNX on that runtime (OpenVINO in fp32)")
+                        "our fp32 graph exported to ONNX on that runtime (OpenVINO in fp32); "
+                        "all: MXNet, ONNX Runtime fp32 and OpenVINO fp32 and int8 (each "
+                        "deployed one in its own process) beside GluonCV's fp32 and int8 "
+                        "(quantize_net), naming the fastest of ours")
     p.add_argument("--num-classes", type=positive_int, default=20,
                    help="classes of --network (VOC's 20, as GluonCV's models)")
     p.add_argument("--plot", default=None, metavar="PNG",

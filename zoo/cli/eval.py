@@ -1,8 +1,10 @@
-"""``zoo eval``: score an artifact on every image of a dataset split.
+"""``zoo eval``: score an artifact, or a deployed detector (PREFIX.onnx on ONNX Runtime,
+PREFIX.xml on OpenVINO), on every image of a dataset split.
 
-Example:
+Examples:
     zoo eval --checkpoint output/train/ssd_mobilenetv2 --dataset voc \\
         --data-root output/shapes --split val
+    zoo eval --checkpoint out/ssd-int8.xml --dataset voc --data-root output/shapes --split val
 """
 from zoo.jobs.evaluate import EvalOptions, evaluate, format_table
 from zoo.cli.common import (add_batch_flag, add_checkpoint_flags, add_class_map_flag,
@@ -12,7 +14,8 @@ __all__ = ["add_arguments", "run"]
 
 
 def add_arguments(p):
-    add_checkpoint_flags(p, "artifact prefix (fp32, or int8 from `zoo quantize`)")
+    add_checkpoint_flags(p, "artifact prefix (fp32, or int8 from `zoo quantize`), or a deployed "
+                            "PREFIX.onnx or PREFIX.xml (OpenVINO) from `zoo export`")
     add_dataset_flags(p, {"--split": ("val", "split to score")}, root_required=True)
     add_batch_flag(p, 8)
     add_class_map_flag(p)
@@ -26,8 +29,9 @@ def run(args):
     calibration = result.precision.get("calibration")
     where = (args.annotations.replace("{split}", args.split) if args.annotations
              else "%s/%s" % (args.data_root, args.split))
-    print("%d images of %s, epoch %d%s" % (
-        result.images, where, result.epoch,
+    print("%d images of %s, %s%s" % (
+        result.images, where,
+        args.checkpoint if result.epoch is None else "epoch %d" % result.epoch,
         ", int8 (%s calibration)" % calibration["mode"] if calibration else ""))
     print(format_table(result.class_names, dict(result.voc, coco=result.coco_classes)))
     print("COCO AP %.4f  AP50 %.4f  AP75 %.4f"

@@ -1,16 +1,20 @@
 """``zoo export``: write a deployable detector, from a trained artifact or from a registered
 model or YAML config (initialised parameters): a format-2 artifact (e.g. the portable
-unfused graph for GPUs), or an ONNX file that runs on ONNX Runtime without MXNet.
+unfused graph for GPUs), an ONNX file that runs on ONNX Runtime without MXNet, or an
+OpenVINO model (PREFIX.xml and .bin), fp32 or int8 calibrated on your images.
 
 Examples:
     zoo export --checkpoint output/train/ssd_mobilenetv2 --no-fuse --output out/gpu/ssd
     zoo export --network ssd_resnet50 --data-shape 512 --output out/ssd_resnet50
     zoo export --checkpoint output/train/ssd_mobilenetv2_stride8 --format onnx \\
         --output out/ssd --verify output/shapes/JPEGImages/000000.jpg
+    zoo export --checkpoint output/train/ssd_mobilenetv2_stride8 --format openvino --int8 \
+        --dataset voc --data-root output/shapes --split train --calib-images 32 --output out/ssd
 """
 from zoo.jobs.export import FORMATS, ExportOptions, export
 from zoo.onnx import GRAPH_PREPROCESSING
-from zoo.cli.common import network, nonnegative_int, options_from, positive_int
+from zoo.cli.common import (KINDS, add_class_map_flag, add_data_threads_flag, add_progress_flag,
+                     network, nonnegative_int, options_from, positive_int)
 
 __all__ = ["add_arguments", "run"]
 
@@ -28,7 +32,8 @@ def add_arguments(p):
     p.add_argument("--output", required=True, metavar="PREFIX",
                    help="prefix to write (PREFIX.onnx for --format onnx)")
     p.add_argument("--format", choices=FORMATS, default="mxnet",
-                   help="an MXNet artifact, or one ONNX file holding the whole detector")
+                   help="an MXNet artifact, one ONNX file holding the whole detector, or an "
+                        "OpenVINO model (PREFIX.xml and PREFIX.bin)")
     p.add_argument("--no-fuse", dest="fused", action="store_false",
                    help="mxnet: write the portable graph instead of MKL-DNN's fused one")
     p.add_argument("--graph-preprocessing", choices=GRAPH_PREPROCESSING, default="none",
@@ -38,6 +43,28 @@ def add_arguments(p):
                    help="onnx: image files on which ONNX Runtime must detect what MXNet does "
                         "(top 100: same classes in order, scores within 1e-4, boxes within "
                         "1e-3 of the image side)")
+    add_int8_flags(p)
+
+
+def add_int8_flags(p):
+    p.add_argument("--int8", action="store_true",
+                   help="openvino: quantize convolutions and fully connected layers to int8, "
+                        "calibrated on the first --calib-images of --data-root's --split "
+                        "(post-processing stays fp32)")
+    p.add_argument("--dataset", choices=KINDS, default="voc",
+                   help="--int8: the calibration images' dataset format")
+    p.add_argument("--data-root", default=None, help="--int8: the calibration dataset folder")
+    p.add_argument("--split", default="train",
+                   help="--int8: split to calibrate on (not one you score on)")
+    p.add_argument("--calib-images", type=positive_int, default=32,
+                   help="--int8: images calibrated on")
+    p.add_argument("--batch-size", type=positive_int, default=8,
+                   help="--int8: calibration images per batch")
+    p.add_argument("--skip-bad", action="store_true",
+                   help="--int8: skip bad images with a warning instead of stopping")
+    add_data_threads_flag(p)
+    add_class_map_flag(p)
+    add_progress_flag(p)
 
 
 def run(args):
@@ -45,4 +72,9 @@ def run(args):
     print("epoch %d written to %s" % (result.epoch, result.path))
     if result.parity is not None:
         print("ONNX Runtime against MXNet: %s" % result.parity)
+    calibration = (result.precision or {}).get("calibration")
+    if calibration:
+        print("int8: %d layers, calibrated on %d images of %s in %.1f s"
+              % (calibration["int8_layers"], calibration["images"], calibration["data"],
+                 calibration["seconds"]))
     return 0

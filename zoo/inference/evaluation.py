@@ -32,6 +32,16 @@ def predict(model, arg_params, aux_params, dataset, batch_size=8, num_workers=No
     symbol = fuse(model.symbol()) if symbol is None else symbol
     engine = MXNetEngine(model, Predictor(symbol, arg_params, aux_params, ctx))
     runner = BatchRunner(preprocessing or model.preprocessing(), engine, num_workers)
+    return _rows(runner, dataset, batch_size, progress)
+
+
+def dataset_rows(detector, dataset, batch_size=8, progress=True):
+    """What :func:`predict` gives, by any detector (:class:`zoo.Detector`, a deployed ONNX
+    or OpenVINO one): its runner over the dataset's images."""
+    return _rows(detector.runner, dataset, batch_size, progress)
+
+
+def _rows(runner, dataset, batch_size, progress):
     outputs = runner.outputs(DatasetImages(dataset), batch_size,
                              progress="evaluating" if progress else None)
     return [rows[rows[:, 0] >= 0] for _, rows, _ in outputs]

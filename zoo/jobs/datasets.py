@@ -62,7 +62,8 @@ def class_lookup(split, names, loaded, class_map=None):
     or of renamed ones.
     """
     artifact_names = list(loaded.class_names)
-    source = "%s-%04d" % (loaded.prefix, loaded.epoch)
+    source = (loaded.prefix if loaded.epoch is None  # a deployed file
+              else "%s-%04d" % (loaded.prefix, loaded.epoch))
     if class_map is None:
         if names != artifact_names:
             raise DataError("%s: classes %s are not those of %s, %s (the same names in the "

@@ -93,11 +93,11 @@ class DetectSummary:
 
 def open_detector(checkpoint, epoch=None, exif="apply"):
     """The detector of ``checkpoint``, on the runtime its file asks for: a ``.onnx`` file
-    on ONNX Runtime, an artifact prefix (fp32 or int8) on MXNet; ``exif`` as
-    :class:`zoo.Detector` takes it."""
-    if checkpoint.endswith(".onnx"):
-        from zoo.onnx.runtime import load_onnx_detector
-        return load_onnx_detector(checkpoint, exif=exif)
+    on ONNX Runtime, an OpenVINO ``.xml`` on OpenVINO, an artifact prefix (fp32 or int8) on
+    MXNet; ``exif`` as :class:`zoo.Detector` takes it."""
+    from zoo.onnx.deployed import is_deployed, load_deployed_detector
+    if is_deployed(checkpoint):
+        return load_deployed_detector(checkpoint, exif=exif)
     from zoo.inference.detector import load_detector
     return load_detector(checkpoint, epoch, exif=exif)
 

@@ -1,9 +1,11 @@
 """Write a deployable detector: a format-2 artifact (e.g. an artifact's portable unfused graph
-for GPUs, or one epoch on its own) or an ONNX file (:mod:`zoo.onnx.export`), from a trained
-artifact or from a registered model or YAML config with freshly initialised parameters."""
+for GPUs, or one epoch on its own), an ONNX file (:mod:`zoo.onnx.export`) or an OpenVINO
+model, fp32 or int8 calibrated on a dataset split (:mod:`zoo.jobs.export_openvino`), from a
+trained artifact or from a registered model or YAML config with freshly initialised
+parameters."""
 import os
 from dataclasses import dataclass
-from typing import Optional
+from typing import Optional, Tuple
 
 from zoo import artifact, runlock
 from zoo.errors import OptionsError
@@ -12,7 +14,7 @@ from zoo.config.registry import network_config
 
 __all__ = ["ExportOptions", "FORMATS", "export"]
 
-FORMATS = ("mxnet", "onnx")
+FORMATS = ("mxnet", "onnx", "openvino")
 
 
 @dataclass(frozen=True)
@@ -26,6 +28,16 @@ class ExportOptions:
     format: str = "mxnet"                # one of FORMATS
     graph_preprocessing: str = "none"    # onnx: "normalize" takes RGB pixels (zoo.onnx.export)
     verify: tuple = ()                   # onnx: images on which ONNX Runtime must agree
+    int8: bool = False                   # openvino: calibrate and quantize to int8
+    dataset: str = "voc"                 # openvino int8: the calibration images' dataset,
+    data_root: Optional[str] = None      # its root
+    split: str = "train"                 # and split (calibrate on images you do not score)
+    calib_images: int = 32               # the first images of the split calibrated on
+    batch_size: int = 8                  # calibration batch size
+    data_threads: Optional[int] = None
+    skip_bad: bool = False
+    class_map: Optional[Tuple[Tuple[str, str], ...]] = None  # as zoo quantize's
+    progress: bool = True
 
 
 @dataclass(frozen=True)
@@ -34,6 +46,7 @@ class ExportResult:
     epoch: int
     path: str                            # the metadata file written, or the ONNX file
     parity: Optional[object] = None      # onnx with verify: a zoo.onnx.parity.Parity
+    precision: Optional[dict] = None     # openvino: {"dtype": ..., "calibration": {...}}
 
 
 def export(options):
@@ -49,6 +62,12 @@ def export(options):
                            % (", ".join(FORMATS), options.format))
     if options.verify and options.format != "onnx":
         raise OptionsError("verify compares an ONNX export with MXNet: it needs format onnx")
+    if options.int8 and options.format != "openvino":
+        raise OptionsError("int8 is calibrated into an OpenVINO model: it needs format "
+                           "openvino (zoo quantize makes an MXNet int8 artifact)")
+    if options.data_root and not options.int8:
+        raise OptionsError("data_root %s: only int8 calibrates on a dataset; add int8 or "
+                           "leave data_root out" % options.data_root)
     missing = [image for image in options.verify if not os.path.isfile(image)]
     if missing:
         raise FileNotFoundError("%s: no such image to verify the export on (nothing was "
@@ -67,6 +86,10 @@ def _export(options):
     source = _source(options)
     if options.format == "onnx":
         return _export_onnx(source, options)
+    if options.format == "openvino":
+        from zoo.jobs.export_openvino import export_openvino
+        path, precision = export_openvino(source, options)
+        return ExportResult(options.output, source.epoch, path, precision=precision)
     if options.network is not None:
         artifact.export(source.model, options.output, fused=options.fused)
         return ExportResult(options.output, 0, artifact.epoch_files(options.output, 0).meta)
@@ -101,18 +124,24 @@ class _Fresh:
         return Detector.from_model(self.model)
 
 
+def write_onnx(source, path, graph_preprocessing):
+    """Export ``source`` (an artifact or :class:`_Fresh`) to the ONNX file ``path``."""
+    from zoo.onnx.export import export_artifact, export_model
+    if isinstance(source, _Fresh):
+        export_model(source.model, *source.model.init_params(), path,
+                     graph_preprocessing=graph_preprocessing)
+    else:
+        export_artifact(source, path, graph_preprocessing=graph_preprocessing)
+    return path
+
+
 def _export_onnx(source, options):
     """Written to ``OUTPUT.onnx`` directly, or, with ``verify``, beside it first and moved
     there once ONNX Runtime agrees with MXNet (a good ``.onnx`` is never replaced by one
     that failed)."""
-    from zoo.onnx.export import export_artifact, export_model
     path = options.output + ".onnx"
     candidate = options.output + ".unverified.onnx" if options.verify else path
-    if isinstance(source, _Fresh):
-        export_model(source.model, *source.model.init_params(), candidate,
-                     graph_preprocessing=options.graph_preprocessing)
-    else:
-        export_artifact(source, candidate, graph_preprocessing=options.graph_preprocessing)
+    write_onnx(source, candidate, options.graph_preprocessing)
     if not options.verify:
         return ExportResult(options.output, source.epoch, path)
     try:

@@ -1,5 +1,8 @@
 """Deployment without MXNet: detectors exported to ONNX (:mod:`zoo.onnx.export`, which needs
-MXNet and onnx) and run on ONNX Runtime (:mod:`zoo.onnx.runtime`, which does not need MXNet).
+MXNet and onnx) and run on ONNX Runtime (:mod:`zoo.onnx.runtime`, which does not need MXNet),
+or written as OpenVINO models, fp32 or int8 calibrated by :mod:`zoo.onnx.int8`, and run on
+OpenVINO (:mod:`zoo.onnx.openvino_runtime`, no MXNet either); :mod:`zoo.onnx.deployed` loads
+either by the file's suffix.
 
 The names below are the file's contract, shared by both sides (see :mod:`zoo.onnx.export`).
 """

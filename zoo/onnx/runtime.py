@@ -94,11 +94,17 @@ class OnnxDetector(BatchDetector):
     def inputs(self, data, im_info):
         """The graph's inputs by name for a prepared batch: ``data`` normalised (B, 3, H, W)
         and ``im_info`` (None for stretched images: the whole canvas at scale 1)."""
-        feed = {self.image_input: (pixels(data, self.preprocessing)
-                                   if self.image_input == "image" else data)}
-        if IM_INFO in self.input_names:
-            feed[IM_INFO] = canvas_im_info(data) if im_info is None else im_info
-        return feed
+        return graph_inputs(self, data, im_info)
+
+
+def graph_inputs(detector, data, im_info):
+    """The inputs by name of an exported graph (``detector``'s ``image_input``,
+    ``input_names`` and ``preprocessing``) for a prepared batch; shared by the runtimes."""
+    feed = {detector.image_input: (pixels(data, detector.preprocessing)
+                                   if detector.image_input == "image" else data)}
+    if IM_INFO in detector.input_names:
+        feed[IM_INFO] = canvas_im_info(data) if im_info is None else im_info
+    return feed
 
 
 def pixels(data, preprocessing):

@@ -1,0 +1,70 @@
+"""The deployed runtimes ``zoo benchmark --compare all`` times beside MXNet: our fp32 graph
+exported to ONNX on ONNX Runtime and as an OpenVINO IR, and that IR quantized to int8
+(:mod:`zoo.onnx.int8`, naively calibrated on the benchmark input: the speed of int8, not its
+accuracy). Each runs in its own process, started fresh (``spawn``) and loading no MXNet:
+OpenVINO's, ONNX Runtime's and MXNet's thread pools slow each other down in one process.
+"""
+import multiprocessing
+import os
+from concurrent.futures import ProcessPoolExecutor
+
+from zoo.bench.timing import median_seconds
+
+__all__ = ["DEPLOYED_SIDES", "deployed_graphs", "isolated_latency"]
+
+DEPLOYED_SIDES = ("onnxruntime fp32", "openvino fp32", "openvino int8")
+"""The subjects' sides, as the benchmark's tables name them: runtime and precision."""
+
+
+
+def deployed_graphs(model, arg_params, aux_params, calibration_inputs, scratch):
+    """``{side: file}`` of :data:`DEPLOYED_SIDES`: the model exported into the folder
+    ``scratch``, int8 calibrated on ``calibration_inputs`` (the graph's inputs by name)."""
+    from zoo.onnx.export import export_model
+    from zoo.onnx.int8 import quantize_file
+    from zoo.onnx.openvino_runtime import write_ir
+    onnx_path = export_model(model, arg_params, aux_params, os.path.join(scratch, "fp32.onnx"))
+    int8_path, _ = quantize_file(onnx_path, [calibration_inputs],
+                                 os.path.join(scratch, "int8.onnx"))
+    return {"onnxruntime fp32": onnx_path,
+            "openvino fp32": write_ir(onnx_path, os.path.join(scratch, "fp32.xml"),
+                                      {"dtype": "fp32"}),
+            "openvino int8": write_ir(int8_path, os.path.join(scratch, "int8.xml"),
+                                      {"dtype": "int8"})}
+
+
+def isolated_latency(path, inputs_by_batch):
+    """``latency(batch_size, runs, warmup)``: the median seconds per batch of the deployed
+    file ``path`` on ``inputs_by_batch[batch_size]``, all batch sizes timed at the first call
+    in one fresh process."""
+    measured = {}
+
+    def latency(batch_size, runs, warmup):
+        if not measured:
+            spawn = multiprocessing.get_context("spawn")
+            with ProcessPoolExecutor(1, mp_context=spawn) as pool:
+                measured.update(pool.submit(time_deployed, path, inputs_by_batch, runs,
+                                            warmup).result())
+        return measured[batch_size]
+    return latency
+
+
+def time_deployed(path, inputs_by_batch, runs, warmup):
+    """``{batch size: median seconds}`` of the deployed file ``path`` (run in a worker)."""
+    run = session(path)
+    return {batch_size: median_seconds(lambda: run(inputs), runs, warmup)
+            for batch_size, inputs in inputs_by_batch.items()}
+
+
+def session(path):
+    """``run(inputs)`` of a deployed file with the runtime's default threads: ONNX Runtime's
+    CPU provider for ``.onnx``, OpenVINO's CPU plugin (fp32 where not int8) for ``.xml``."""
+    if path.endswith(".onnx"):
+        import onnxruntime
+        runtime = onnxruntime.InferenceSession(path, providers=["CPUExecutionProvider"])
+        return lambda inputs: runtime.run(None, inputs)
+    import openvino
+    from zoo.onnx.openvino_runtime import compile_config
+    request = openvino.Core().compile_model(path, "CPU", compile_config(None)) \
+        .create_infer_request()
+    return request.infer
