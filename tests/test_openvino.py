@@ -13,8 +13,9 @@ import pytest
 
 import zoo
 from zoo.cli import main as zoo_main
-from zoo.jobs import benchmark as benchmark_job
+from zoo.bench import inference as benchmark_job
 from zoo.bench.inference import BenchmarkOptions, benchmark
+from zoo.inference.runner import ImageList
 from zoo.onnx.export import export_model
 from zoo.onnx.int8 import fold_batch_norms, quantize_file, quantized_layers
 from zoo.onnx.openvino_runtime import OpenVinoDetector, layer_precisions, write_ir
@@ -32,8 +33,8 @@ def calibrated(model, params, images, folder):
     """``(IR path, layers quantized)`` of ``model`` exported and calibrated on ``images``."""
     fp32 = export_model(model, *params, os.path.join(folder, "fp32.onnx"))
     prepared = OnnxDetector(fp32)
-    batches = (prepared.inputs(data, im_info)
-               for (data, im_info), _ in prepared.prepared(images, 2))
+    batches = (prepared.inputs(batch.data, batch.im_info)
+               for batch in prepared.runner.batches(ImageList(images), 2))
     int8, layers = quantize_file(fp32, batches, os.path.join(folder, "int8.onnx"))
     return write_ir(int8, os.path.join(folder, "int8.xml"), {"dtype": "int8"}), layers
 

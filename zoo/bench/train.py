@@ -35,7 +35,8 @@ from zoo.data.factory import open_dataset
 from zoo.engine.hooks import DivergenceCheck, Hook
 from zoo.engine.trainer import OptimizerOptions, Trainer, TrainerOptions, frozen_params
 from zoo.errors import OptionsError
-from zoo.config.registry import get_config, get_model, list_models
+from zoo.config.registry import get_config, list_models
+from zoo.model import get_model
 from zoo.bench.inference import print_line
 from zoo.bench.data import Cycled, cpu_model, cpu_seconds
 

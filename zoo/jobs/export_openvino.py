@@ -5,9 +5,9 @@ import os
 import tempfile
 import time
 
-from zoo.data.factory import open_dataset
 from zoo.errors import DataError, OptionsError
-from zoo.jobs.datasets import data_name, open_for_artifact
+from zoo.inference.runner import ImageList
+from zoo.jobs.datasets import DataSplit, open_for_artifact
 
 __all__ = ["export_openvino"]
 
@@ -23,8 +23,10 @@ def export_openvino(source, options):
                                options.graph_preprocessing)
         precision = {"dtype": "fp32"}
         if options.int8:
-            images = calibration_images(source, options)
-            onnx_path, precision = calibrated(source, onnx_path, options, images,
+            split = DataSplit(options.dataset, options.data_root, options.split,
+                              options.skip_bad, options.data_threads)
+            images = calibration_images(source, split, options)
+            onnx_path, precision = calibrated(source, onnx_path, options, split, images,
                                               os.path.join(scratch, "int8.onnx"))
             checked = write_ir(onnx_path, os.path.join(scratch, "int8" + SUFFIX), precision)
             check_runs(checked, options.output + SUFFIX, images)
@@ -56,34 +58,34 @@ def check_options(options):
                            % (options.calib_images, options.batch_size))
 
 
-def calibrated(source, onnx_path, options, images, path):
+def calibrated(source, onnx_path, options, split, images, path):
     """The int8 QDQ file ``path`` of the fp32 export ``onnx_path``, calibrated on
-    ``images``; returns ``(path, precision)``."""
+    ``images`` (of ``split``, a :class:`~zoo.jobs.datasets.DataSplit`); returns ``(path,
+    precision)``."""
     from zoo.onnx.int8 import quantize_file
     from zoo.onnx.runtime import OnnxDetector
     detector = OnnxDetector(onnx_path)  # prepares the images as the deployed model will
     batch_size = min(options.batch_size, len(images))
-    batches = (detector.inputs(data, im_info)
-               for (data, im_info), _ in detector.prepared(images, batch_size))
+    batches = (detector.inputs(batch.data, batch.im_info)
+               for batch in detector.runner.batches(ImageList(images), batch_size))
     start = time.time()
     path, layers = quantize_file(onnx_path, batches, path,
                                  progress=progress_bar(options, len(images), batch_size))
     return path, {"dtype": "int8", "calibration": {
-        "mode": "naive", "images": len(images), "data": data_name(options),
+        "mode": "naive", "images": len(images), "data": str(split),
         "int8_layers": layers, "source": source_name(source, options),
         "seconds": round(time.time() - start, 1)}}
 
 
-def calibration_images(source, options):
-    """The first ``calib_images`` images of the split: files, or decoded where the dataset
+def calibration_images(source, split, options):
+    """The first ``calib_images`` images of ``split``: files, or decoded where the dataset
     keeps them in a record file. An artifact's classes must be the dataset's (or mapped)."""
     if hasattr(source, "class_names"):  # an artifact: calibrate on its own objects
-        dataset, _ = open_for_artifact(options, source)
+        dataset, _ = open_for_artifact(split, source, options.class_map)
     else:
-        dataset = open_dataset(options.dataset, options.data_root, options.split,
-                               options.skip_bad)
+        dataset = split.open()
     if len(dataset) == 0:
-        raise DataError("%s: no images to calibrate on" % data_name(options))
+        raise DataError("%s: no images to calibrate on" % split)
     count = min(options.calib_images, len(dataset))
     return [dataset.image_path(i) or dataset[i][0] for i in range(count)]
 
