@@ -1,6 +1,9 @@
 import os
 
 os.environ.setdefault("MXNET_SUBGRAPH_VERBOSE", "0")
+# The suite runs in two worker processes (make test): OpenMP threads that spin between
+# operators would take the other worker's core.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import mxnet as mx  # noqa: E402
 import numpy as np  # noqa: E402
