@@ -18,7 +18,7 @@ import math
 
 import numpy as np
 
-__all__ = ["DELTA_CLIP", "base_anchors", "decode", "encode", "grid_anchors"]
+__all__ = ["DELTA_CLIP", "base_anchors", "decode", "encode", "grid_anchors", "shifted_anchors"]
 
 DELTA_CLIP = math.log(1000.0 / 16)
 """Largest ``dw``/``dh`` decoding applies (Detectron2's ``scale_clamp``)."""

@@ -21,6 +21,8 @@ import numpy as np
 from symbols.boxes import iou as box_iou
 from symbols.box_coder import encode, shifted_anchors
 
+__all__ = ["ProposalTarget", "RPNTarget", "RPNTargetProp", "ground_truth"]
+
 
 def ground_truth(label, im_info):
     """Pixel boxes ``(G, 4)`` (continuous corners) and class ids ``(G,)`` of one image,

@@ -10,9 +10,9 @@ import mxnet as mx
 
 from symbols.layers import BN_MOMENTUM, StrictNameManager, conv, conv_bn, nms, relu
 
-__all__ = ["AnchorBoxes", "Decoding", "EXTRA_STYLES", "FeatureMaps", "Matching", "POST_PROCESSING",
-           "TRAINING_OUTPUTS", "anchors", "inference_symbol", "multi_scale_features",
-           "num_anchors", "predictions", "training_symbol"]
+__all__ = ["AnchorBoxes", "DETECTION_OUTPUT", "Decoding", "EXTRA_STYLES", "FeatureMaps",
+           "Matching", "POST_PROCESSING", "TRAINING_OUTPUTS", "anchors", "inference_symbol",
+           "multi_scale_features", "num_anchors", "predictions", "training_symbol"]
 
 TRAINING_OUTPUTS = ("cls_prob", "loc_loss", "cls_label")
 """The training graph's outputs by operator name: class probabilities (their gradient is

@@ -37,7 +37,7 @@ from zoo.config.loading import class_names
 from zoo.model import DetectionModel, build_model
 
 __all__ = ["Artifact", "ArtifactError", "FORMAT_VERSION", "OptimizerState", "atomic_write",
-           "best_epoch", "clean_temporary_files", "epoch_files", "epochs", "export",
+           "best_epoch", "class_names", "clean_temporary_files", "epoch_files", "epochs", "export",
            "latest_epoch", "load", "load_optimizer_state", "prune", "read_json", "read_meta",
            "read_params", "read_symbol", "save"]
 

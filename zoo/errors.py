@@ -22,7 +22,7 @@ def quoted(value):
     text = _QUOTE.repr(value)
     return text if len(text) <= QUOTE_LIMIT else text[:QUOTE_LIMIT - 3] + "..."
 
-__all__ = ["ConfigError", "DataError", "OptionsError", "PretrainedNotFound"]
+__all__ = ["ConfigError", "DataError", "OptionsError", "OutputLocked", "PretrainedNotFound"]
 
 
 class ConfigError(ValueError):

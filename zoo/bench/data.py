@@ -28,7 +28,8 @@ from zoo.data.factory import KINDS, open_dataset
 from zoo.errors import OptionsError
 from zoo.bench.timing import Stopwatch, print_line
 
-__all__ = ["COMPARISONS", "Cycled", "DataBenchmarkOptions", "GluonCVImageFiles", "benchmark_data"]
+__all__ = ["COMPARISONS", "Cycled", "DataBenchmarkOptions", "GluonCVImageFiles", "benchmark_data",
+           "cpu_model", "cpu_seconds"]
 
 COMPARISONS = ("gluoncv",)
 

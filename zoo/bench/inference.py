@@ -35,7 +35,7 @@ from zoo.bench.profile import PartProfile, format_profile, part_gflops, profile_
 
 __all__ = ["BenchmarkOptions", "COMPARISONS", "DTYPES", "GLUONCV_MODELS", "Measurement",
            "SpeedRatio", "Subject", "benchmark", "checkpoint_subject", "int8_matmul_peak_gops",
-           "measure", "naive_int8", "network_subjects", "openvino_session", "plot",
+           "measure", "naive_int8", "network_subjects", "openvino_session", "plot", "print_line",
            "random_images", "ratio_table", "speed_ratios"]
 
 # GluonCV's closest models to each of ours, every one timed by --compare gluoncv

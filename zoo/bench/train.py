@@ -40,8 +40,8 @@ from zoo.model import get_model
 from zoo.bench.inference import print_line
 from zoo.bench.data import Cycled, cpu_model, cpu_seconds
 
-__all__ = ["GLUONCV_RECIPES", "PARTS", "TARGETS", "TrainBenchmarkOptions",
-           "TrainBenchmarkResult", "benchmark_train"]
+__all__ = ["GLUONCV_RECIPES", "PARTS", "PartClock", "Round", "SideResult", "TARGETS",
+           "TrainBenchmarkOptions", "TrainBenchmarkResult", "benchmark_train"]
 
 GLUONCV_RECIPES = {
     "ssd_resnet50_v1_gluoncv_voc": "ssd_512_resnet50_v1_voc",

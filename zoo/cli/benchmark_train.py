@@ -13,6 +13,8 @@ from zoo.bench.train import GLUONCV_RECIPES, TrainBenchmarkOptions, benchmark_tr
 from zoo.config.registry import list_models
 from zoo.cli.common import add_batch_flag, nonnegative_int, options_from, positive_int, regex
 
+__all__ = ["add_arguments", "run"]
+
 
 def add_arguments(p):
     p.add_argument("--network", default="ssd_resnet50_v1_gluoncv_voc", choices=list_models(),

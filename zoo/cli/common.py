@@ -11,11 +11,11 @@ from zoo.data.factory import KINDS
 from zoo.data.orientation import EXIF_CHOICES
 from zoo.process import gpu_ids
 
-__all__ = ["HelpFormatter", "Parser", "add_batch_flag", "add_checkpoint_flags",
-           "add_class_map_flag", "add_ctx_flag", "add_dataset_flags", "add_hidden_alias",
-           "add_progress_flag", "comma_list", "ctx", "float_in", "fraction", "network",
-           "nonnegative_float", "nonnegative_int", "options_from", "positive_float",
-           "positive_int", "regex"]
+__all__ = ["HelpFormatter", "KINDS", "Parser", "add_batch_flag", "add_checkpoint_flags",
+           "add_class_map_flag", "add_ctx_flag", "add_data_threads_flag", "add_dataset_flags",
+           "add_exif_flag", "add_hidden_alias", "add_progress_flag", "comma_list", "ctx",
+           "float_in", "fraction", "increasing", "network", "nonnegative_float", "nonnegative_int",
+           "options_from", "positive_float", "positive_int", "regex"]
 
 
 

@@ -23,8 +23,8 @@ from PIL import Image
 from zoo.errors import DataError, OptionsError
 from zoo.data.records import data_error
 
-__all__ = ["check_image_file", "decode_image", "header", "image_size", "read_image",
-           "read_image_bytes", "unreadable"]
+__all__ = ["HEAD_BYTES", "JPEG_FRAME_MARKERS", "JPEG_STANDALONE_MARKERS", "check_image_file",
+           "decode_image", "header", "image_size", "read_image", "read_image_bytes", "unreadable"]
 
 JPEG_START, JPEG_END = b"\xff\xd8", b"\xff\xd9"
 PNG_START, PNG_END = b"\x89PNG\r\n\x1a\n", b"IEND\xaeB`\x82"

@@ -22,8 +22,8 @@ from PIL import Image
 from zoo.data.images import (HEAD_BYTES, JPEG_FRAME_MARKERS, JPEG_START, JPEG_STANDALONE_MARKERS,
                      check_image_file, decode_image, read_image_bytes)
 
-__all__ = ["EXIF_CHOICES", "FramePolicy", "displayed_size", "exif_orientation",
-           "file_orientation", "orient", "read_in_frame"]
+__all__ = ["EXIF_CHOICES", "FramePolicy", "check_exif_choice", "displayed_size",
+           "exif_orientation", "file_orientation", "orient", "read_in_frame"]
 
 EXIF_CHOICES = ("apply", "ignore")
 """``apply``: turn photos as their EXIF orientation says (what a viewer shows); ``ignore``:

@@ -30,10 +30,10 @@ from symbols.boxes import iou
 from zoo.schema.preprocessing import (INTERPOLATIONS, MEAN_PIXELS, STD_PIXELS, WARP, canvas_size,
                              interpolation_of, scaled_size)
 
-__all__ = ["MIN_IOUS", "NO_LABEL", "ShortSideTrainTransform", "ShortSideValTransform",
-           "TrainTransform", "ValTransform", "centres_inside", "inference_transform",
-           "jitter_colour", "normalise", "pad_batch", "resize_image", "sample_crop", "scratch",
-           "train_transform"]
+__all__ = ["MEAN_PIXELS", "MIN_IOUS", "NO_LABEL", "STD_PIXELS", "ShortSideTrainTransform",
+           "ShortSideValTransform", "TrainTransform", "ValTransform", "centres_inside",
+           "inference_transform", "jitter_colour", "normalise", "pad_batch", "resize_image",
+           "sample_crop", "scratch", "train_transform"]
 
 MIN_IOUS = (None, 0.1, 0.3, 0.5, 0.7, 0.9)
 """SSD's crop constraints: None keeps the whole image, a number needs a box with that IoU."""

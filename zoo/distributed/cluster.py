@@ -20,10 +20,11 @@ import mxnet as mx
 from zoo.process import SYNCHRONOUS_ENGINE
 
 __all__ = ["CLUSTER_VARIABLES", "CONNECT_TIMEOUT_EXIT_CODE", "CONNECT_TIMEOUT_VARIABLE",
-           "ClusterError", "DEFAULT_CONNECT_TIMEOUT", "Node", "connect_timeout",
-           "create_dist_kvstore", "forwarded_environment", "free_ports", "inherited_environment",
-           "is_distributed", "is_synchronous", "label", "local_address_towards", "named_variables",
-           "node_environment", "plan_nodes", "read_host_file", "ssh_argv"]
+           "ClusterError", "DEFAULT_CONNECT_TIMEOUT", "DEFAULT_HOST_TIMEOUT", "Node",
+           "connect_timeout", "create_dist_kvstore", "forwarded_environment", "free_ports",
+           "inherited_environment", "is_distributed", "is_synchronous", "label",
+           "local_address_towards", "named_variables", "node_environment", "plan_nodes",
+           "read_host_file", "ssh_argv"]
 
 CONNECT_TIMEOUT_VARIABLE = "ZOO_CONNECT_TIMEOUT"
 DEFAULT_CONNECT_TIMEOUT = 120.0

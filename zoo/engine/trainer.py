@@ -32,7 +32,7 @@ from zoo.process import gpu_ids
 
 __all__ = ["LOG", "OPTIMIZERS", "OptimizerOptions", "OutputFolderInUse", "Trainer",
            "TrainerOptions", "TrainingDiverged", "TrainingError", "TrainingInterrupted",
-           "bind_training_module", "contexts", "lr_scheduler"]
+           "bind_training_module", "contexts", "frozen_params", "lr_scheduler"]
 
 LOG = logging.getLogger("zoo.train")
 OPTIMIZERS = ("sgd", "nag", "adam", "rmsprop")

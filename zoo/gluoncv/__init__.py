@@ -20,4 +20,4 @@ def import_gluoncv(name, params=None, output=None):
     return run_import(IMPORTERS[name], output, params)
 
 
-__all__ = ["IMPORTERS", "Importer", "ImportResult", "import_gluoncv"]
+__all__ = ["IMPORTERS", "ImportResult", "Importer", "import_gluoncv", "rcnn", "ssd"]

@@ -15,7 +15,8 @@ from zoo.predictor import Predictor, fuse
 from zoo.metrics import (COCO_STAT_NAMES, VOCMeanAP, category_ap, coco_detections,
                          coco_evaluator, coco_ground_truth)
 
-__all__ = ["coco_scores", "evaluate_voc", "in_pixels", "predict", "voc_scores"]
+__all__ = ["coco_report", "coco_scores", "dataset_rows", "evaluate_voc", "in_pixels", "predict",
+           "voc_scores"]
 
 
 def predict(model, arg_params, aux_params, dataset, batch_size=8, num_workers=None,

@@ -26,7 +26,7 @@ from zoo.errors import DataError, OptionsError
 from zoo.inference.inputs import InputImages, expand_inputs
 from zoo.inference.visualize import ENCODINGS, draw, pixel_box, save_image
 
-__all__ = ["DetectOptions", "DetectSummary", "detect", "open_detector"]
+__all__ = ["DetectOptions", "DetectSummary", "FORMATS", "detect", "open_detector"]
 
 LOG = logging.getLogger(__name__)
 RESULTS_FILE = "results.json"

@@ -12,7 +12,7 @@ from zoo.errors import OptionsError
 from zoo.model import build_model
 from zoo.config.registry import network_config
 
-__all__ = ["ExportOptions", "FORMATS", "export"]
+__all__ = ["ExportOptions", "FORMATS", "export", "write_onnx"]
 
 FORMATS = ("mxnet", "onnx", "openvino")
 

@@ -9,7 +9,7 @@ from zoo.errors import DataError, OptionsError
 from zoo.inference.runner import ImageList
 from zoo.jobs.datasets import DataSplit, open_for_artifact
 
-__all__ = ["export_openvino"]
+__all__ = ["check_runs", "export_openvino"]
 
 
 def export_openvino(source, options):

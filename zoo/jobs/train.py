@@ -21,7 +21,7 @@ from zoo.config.registry import network_config
 from zoo.jobs import LOG_FORMAT
 from zoo.jobs.datasets import DataSplit
 
-__all__ = ["KV_STORES", "LOG", "TrainOptions", "make_trainer", "optimizer_options",
+__all__ = ["KV_STORES", "LOG", "TrainOptions", "eval_command", "make_trainer", "optimizer_options",
            "resume_prefix", "train"]
 
 LOG = logging.getLogger("zoo.train")

@@ -23,8 +23,8 @@ from pycocotools.cocoeval import COCOeval
 
 from zoo.metrics.arrays import as_text, check_pixel_offset, to_numpy
 
-__all__ = ["COCO_STAT_NAMES", "coco_detections", "coco_eval", "coco_ground_truth",
-           "corners_to_xywh", "default_category_id"]
+__all__ = ["COCO_STAT_NAMES", "category_ap", "coco_detections", "coco_eval", "coco_evaluator",
+           "coco_ground_truth", "corners_to_xywh", "default_category_id"]
 
 # Names of COCOeval.stats, in order.
 COCO_STAT_NAMES = ("AP", "AP50", "AP75", "APs", "APm", "APl",

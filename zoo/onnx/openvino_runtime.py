@@ -18,7 +18,8 @@ from zoo.onnx import GRAPH_PREPROCESSING, OUTPUT
 from zoo.onnx.runtime import (IMAGE_INPUTS, OnnxModelError, check_format, check_graph, graph_inputs,
                       metadata_json, metadata_value)
 
-__all__ = ["SUFFIX", "OpenVinoDetector", "layer_precisions", "load_openvino_detector", "write_ir"]
+__all__ = ["OpenVinoDetector", "SUFFIX", "compile_config", "layer_precisions",
+           "load_openvino_detector", "write_ir"]
 
 SUFFIX = ".xml"
 INSTALL = "pip install 'mxnet-detection-zoo[openvino]'"

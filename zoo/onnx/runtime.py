@@ -25,7 +25,9 @@ from zoo.inference.runner import BatchDetector
 from zoo.schema.preprocessing import canvas_im_info
 from zoo.onnx import FORMAT, GRAPH_PREPROCESSING, OUTPUT
 
-__all__ = ["OnnxDetector", "OnnxModelError", "check_image_size", "load_onnx_detector", "pixels"]
+__all__ = ["IMAGE_INPUTS", "OnnxDetector", "OnnxModelError", "check_format", "check_graph",
+           "check_image_size", "graph_inputs", "load_onnx_detector", "metadata_json",
+           "metadata_value", "pixels"]
 
 IMAGE_INPUTS = {"none": "data", "normalize": "image"}
 """The image input of each ``zoo.graph_preprocessing``."""

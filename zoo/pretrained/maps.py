@@ -11,7 +11,7 @@ import functools
 from symbols.backbones.inception_v3 import STAGES as INCEPTION_STAGES, Block, Conv
 from symbols.backbones.mobilenetv2 import BLOCKS as MOBILENET_BLOCKS
 
-__all__ = ["gluoncv_name", "param_map"]
+__all__ = ["GLUON_BN_PARAMS", "gluoncv_name", "param_map"]
 
 GLUON_BN_PARAMS = (("gamma", "gamma"), ("beta", "beta"),
                    ("moving_mean", "running_mean"), ("moving_var", "running_var"))
