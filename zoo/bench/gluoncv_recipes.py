@@ -27,7 +27,7 @@ import mxnet as mx
 from mxnet import autograd, gluon
 
 from zoo.bench.data import Cycled, GluonCVImageFiles
-from zoo.bench.train import PartClock, Round, SideResult
+from zoo.bench.train_parts import PartClock, Round, SideResult, TrainBenchmarkOptions
 
 __all__ = ["RecipeProcess"]
 
@@ -96,7 +96,6 @@ def _serve():
     """The child side of :class:`RecipeProcess`: the request, then ``round`` lines, then
     ``result``; one JSON line answers each."""
     from zoo.data.factory import open_dataset
-    from zoo.bench.train import TrainBenchmarkOptions
     # Only the answers go to the parent: anything else printed goes to stderr.
     answers, sys.stdout = sys.stdout, sys.stderr
 

@@ -5,9 +5,9 @@ from concurrent.futures import ThreadPoolExecutor
 from zoo.data.conventions import CONTINUOUS, check_box_convention
 from zoo.data.images import read_image
 from zoo.data.orientation import orient
-from zoo.data.records import SkipPolicy, data_error
+from zoo.data.records import SkipPolicy, check_image_size, data_error
 
-__all__ = ["DetectionDataset", "check_image_size", "contained_path", "read_class_names",
+__all__ = ["DetectionDataset", "contained_path", "read_class_names",
            "write_class_names"]
 
 
@@ -89,14 +89,6 @@ class DetectionDataset:
     def __repr__(self):
         return "%s(%d images, %d classes)" % (type(self).__name__, len(self),
                                              len(self.class_names))
-
-
-def check_image_size(width, height, record, source):
-    """Raise :class:`DataError` if an image is not the size its annotation states,
-    since the boxes were drawn on an image of that size."""
-    if (width, height) != (record.width, record.height):
-        raise data_error(source, "image is %dx%d but its annotation says %dx%d"
-                         % (width, height, record.width, record.height))
 
 
 def contained_path(root, entry, source, what):

@@ -19,6 +19,7 @@ import warnings
 import numpy as np
 from PIL import Image
 
+from zoo.data.records import check_image_size
 from zoo.data.images import (HEAD_BYTES, JPEG_FRAME_MARKERS, JPEG_START, JPEG_STANDALONE_MARKERS,
                      check_image_file, decode_image, read_image_bytes)
 
@@ -163,7 +164,6 @@ class FramePolicy:
     def frame(self, path, record):
         """The orientation to apply to ``path`` for ``record``; :class:`DataError` if its
         size is neither the annotation's stored nor displayed size."""
-        from zoo.data.dataset import check_image_size
         stored = tuple(check_image_file(path)[1:])
         orientation = file_orientation(path)
         displayed = displayed_size(*stored, orientation)

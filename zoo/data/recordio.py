@@ -15,10 +15,10 @@ import numpy as np
 
 from zoo.errors import DataError
 from zoo.data.conventions import read_box_convention, write_box_convention
-from zoo.data.dataset import (DetectionDataset, check_image_size, contained_path, read_class_names,
-                      write_class_names)
+from zoo.data.dataset import (DetectionDataset, contained_path, read_class_names,
+                              write_class_names)
 from zoo.data.images import check_image_file, decode_image, image_size, read_image_bytes
-from zoo.data.records import LABEL_WIDTH, SkipPolicy, data_error, make_record
+from zoo.data.records import LABEL_WIDTH, SkipPolicy, check_image_size, data_error, make_record
 
 __all__ = ["LstDataset", "RecordDataset", "pack", "write_record_files"]
 

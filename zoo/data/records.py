@@ -14,7 +14,8 @@ import numpy as np
 
 from zoo.errors import DataError
 
-__all__ = ["BOX_TOLERANCE", "LABEL_WIDTH", "Record", "SkipPolicy", "data_error", "make_record"]
+__all__ = ["BOX_TOLERANCE", "LABEL_WIDTH", "Record", "SkipPolicy", "check_image_size", "data_error",
+           "make_record"]
 
 LABEL_WIDTH = 6
 """Columns of a label row: ``[class_id, x1, y1, x2, y2, difficult]``."""
@@ -128,3 +129,11 @@ class SkipPolicy:
         if not records:
             raise data_error(self.source, "no usable images")
         return records
+
+
+def check_image_size(width, height, record, source):
+    """Raise :class:`DataError` if an image is not the size its annotation states,
+    since the boxes were drawn on an image of that size."""
+    if (width, height) != (record.width, record.height):
+        raise data_error(source, "image is %dx%d but its annotation says %dx%d"
+                         % (width, height, record.width, record.height))

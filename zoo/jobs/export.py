@@ -88,7 +88,7 @@ def _export(options):
         return _export_onnx(source, options)
     if options.format == "openvino":
         from zoo.jobs.export_openvino import export_openvino
-        path, precision = export_openvino(source, options)
+        path, precision = export_openvino(source, options, write_onnx)
         return ExportResult(options.output, source.epoch, path, precision=precision)
     if options.network is not None:
         artifact.export(source.model, options.output, fused=options.fused)

@@ -12,11 +12,11 @@ from zoo.jobs.datasets import DataSplit, open_for_artifact
 __all__ = ["check_runs", "export_openvino"]
 
 
-def export_openvino(source, options):
+def export_openvino(source, options, write_onnx):
     """Write ``options.output + ".xml"`` (and ``.bin``) from ``source``, an artifact or a
-    fresh model (see :mod:`zoo.jobs.export`); returns ``(path, precision)``."""
+    fresh model (see :mod:`zoo.jobs.export`), exported to ONNX by ``write_onnx(source,
+    path, graph_preprocessing)`` first; returns ``(path, precision)``."""
     from zoo.onnx.openvino_runtime import SUFFIX, write_ir
-    from zoo.jobs.export import write_onnx
     check_options(options)
     with tempfile.TemporaryDirectory() as scratch:
         onnx_path = write_onnx(source, os.path.join(scratch, "fp32.onnx"),
