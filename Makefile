@@ -23,7 +23,7 @@ check: $(STAMP)
 	$(PY) -m zoo check
 
 test: $(STAMP)
-	$(PY) -m pytest -m "not slow" -q -n 2 --dist loadfile
+	MALLOC_ARENA_MAX=2 $(PY) -m pytest -m "not slow" -q -n 2 --dist loadfile
 
 test-slow: $(STAMP)
 	$(PY) -m pytest -m slow -q

@@ -1,3 +1,5 @@
+import ctypes
+import gc
 import os
 
 os.environ.setdefault("MXNET_SUBGRAPH_VERBOSE", "0")
@@ -12,6 +14,8 @@ import pytest  # noqa: E402
 import zoo  # noqa: E402
 from zoo.data import embedded  # noqa: E402
 from zoo.distributed import testhosts  # noqa: E402
+
+_LIBC = ctypes.CDLL("libc.so.6")
 
 SETTINGS_VARIANTS = {
     # config: the config it only renumbers (same graph builders; COCO's classes, sizes and
@@ -78,6 +82,17 @@ def test_hosts(tmp_path_factory):
         yield hosts
     finally:
         hosts.close()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _return_freed_memory():
+    """After each test file, hand the memory its models freed back to the system: glibc
+    keeps freed heap pages mapped, and a worker's resident size would be the sum of every
+    file's peak instead of the largest."""
+    yield
+    gc.collect()
+    mx.nd.waitall()
+    _LIBC.malloc_trim(0)
 
 
 @pytest.fixture

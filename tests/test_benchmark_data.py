@@ -1,6 +1,8 @@
 """The data pipeline benchmark (zoo.bench.data) on a tiny case: both sides run, the
 output is sane, the same images; a smoke test of ``zoo benchmark-data``."""
 import re
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -13,21 +15,25 @@ from zoo.bench.data import (Cycled, DataBenchmarkOptions, GluonCVImageFiles,
 
 
 def test_times_both_loaders_and_reports_the_ratio(tmp_path):
-    lines = []
-    result = benchmark_data(DataBenchmarkOptions(
-        data_root=str(tmp_path / "shapes"), image_size=96, num_images=4, data_shape=64,
-        batch_size=2, batches=1, warmup=0, data_threads=1), log=lines.append)
-    machine, images, ours, theirs, ratio = lines
+    # In a fresh process, as a user runs it: GluonCV's DataLoader forks its workers, and a
+    # fork of the test process (its other threads holding locks) may hang.
+    done = subprocess.run(
+        [sys.executable, "-m", "zoo", "benchmark-data", "--data-root", str(tmp_path / "shapes"),
+         "--image-size", "96", "--num-images", "4", "--data-shape", "64", "--batch-size", "2",
+         "--batches", "1", "--warmup", "0", "--data-threads", "1"],
+        capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    machine, images, ours, theirs, ratio = done.stdout.strip().splitlines()[-5:]
     assert "1 workers" in machine and "cores" in machine
     assert images.startswith("images: 4 distinct (median 96x96") and "data shape 64" in images
-    for side, line, timing in (("ours", ours, result.ours), ("gluoncv", theirs, result.gluoncv)):
-        assert timing.images == 2 and timing.seconds > 0 and timing.images_per_s > 0
+    speeds = {}
+    for side, line in (("ours", ours), ("gluoncv", theirs)):
         assert line.startswith(side + ": ") and "(2 images in " in line
-        printed = float(re.search(r"([\d.]+) img/s", line).group(1))
-        assert printed == pytest.approx(timing.images_per_s, abs=0.06)
+        seconds = float(re.search(r"\(2 images in ([\d.]+) s", line).group(1))
+        speeds[side] = float(re.search(r"([\d.]+) img/s", line).group(1))
+        assert seconds >= 0 and speeds[side] > 0
     printed = float(re.match(r"speed ratio ours / gluoncv: ([\d.]+)x images/s; ", ratio).group(1))
-    expected = result.ours.images_per_s / result.gluoncv.images_per_s
-    assert abs(printed - expected) <= 0.02 * printed + 0.01
+    assert printed == pytest.approx(speeds["ours"] / speeds["gluoncv"], rel=0.05, abs=0.02)
 
 
 def test_ours_alone_without_the_comparison(tmp_path):

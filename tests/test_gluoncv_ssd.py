@@ -125,8 +125,19 @@ def compare(detector, net, side, images):
         assert scores[0] - scores[-1] > 0.01, "scores do not spread: %s" % scores
         np.testing.assert_array_equal(ours.labels, labels, err_msg="image %d" % index)
         worst_score = max(worst_score, float(np.abs(ours.scores - scores).max()))
-        worst_box = max(worst_box, float(np.abs(ours.boxes - boxes).max()))
+        worst_box = max(worst_box, tied_box_difference(ours, labels, scores, boxes))
     return worst_score, worst_box
+
+
+def tied_box_difference(ours, labels, scores, boxes):
+    """The largest difference between each of our boxes and GluonCV's box of the same class
+    at its rank, or at a rank whose score ties with it within 1e-4: two such detections may
+    come in either order (MKL-DNN's rounding differs from process to process by ~1e-7)."""
+    worst = 0.0
+    for box, label, score in zip(ours.boxes, ours.labels, ours.scores):
+        twins = (labels == label) & (np.abs(scores - score) < 1e-4)
+        worst = max(worst, float(np.abs(boxes[twins] - box).max(axis=1).min()))
+    return worst
 
 
 @pytest.fixture(scope="module")

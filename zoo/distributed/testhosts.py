@@ -17,6 +17,7 @@ and ``sshd`` (Debian: ``apt-get install openssh-server``).
     with TestHosts(2, "/tmp/zoo-testhosts") as hosts:
         print(hosts.host_file, hosts.ssh_config)   # for zoo launch -H ... --ssh-config ...
 """
+import argparse
 import getpass
 import itertools
 import os
@@ -24,9 +25,10 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
 
-__all__ = ["TestHosts", "TestHostsError", "missing_requirement"]
+__all__ = ["TestHosts", "TestHostsError", "main", "missing_requirement"]
 
 SUBNET_PREFIX = "10.231"
 FIRST_HOST = 11                     # host I has address 10.231.N.(10 + I)
@@ -304,3 +306,37 @@ def write_file(path, text):
     with open(partial, "w") as stream:
         stream.write(text)
     os.replace(partial, path)
+
+
+def _stop(signum, frame):
+    raise KeyboardInterrupt
+
+
+def main(argv=None):
+    """``tools/testhosts.py``: start the test hosts, print how to use them, wait for Ctrl-C
+    (or SIGTERM, SIGHUP), remove them; returns the exit status."""
+    parser = argparse.ArgumentParser(prog="testhosts.py", description="Run test hosts on this "
+                                     "machine until Ctrl-C (tools/testhosts.py).")
+    parser.add_argument("count", type=int, nargs="?", default=2, help="test hosts (default 2)")
+    parser.add_argument("base", nargs="?", default="/tmp/zoo-testhosts",
+                        help="folder of the keys, host file and hosts' own folders")
+    args = parser.parse_args(argv)
+    missing = missing_requirement()
+    if missing or args.count < 1:
+        print("testhosts.py: error: %s" % (missing or "count must be >= 1"), file=sys.stderr)
+        return 1
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, _stop)
+    try:
+        with TestHosts(args.count, args.base) as hosts:
+            print("test hosts %s up; zoo launch -H %s --ssh-config %s; on host I, %s is %s; "
+                  "Ctrl-C removes them" % (", ".join(hosts.addresses), hosts.host_file,
+                                           hosts.ssh_config, hosts.own,
+                                           hosts.path("host-I")), flush=True)
+            signal.pause()
+    except TestHostsError as err:
+        print("testhosts.py: error: %s" % err, file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("testhosts.py: removed the test hosts", file=sys.stderr)
+    return 0

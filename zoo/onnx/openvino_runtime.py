@@ -25,7 +25,11 @@ SUFFIX = ".xml"
 INSTALL = "pip install 'mxnet-detection-zoo[openvino]'"
 METADATA_KEYS = ("zoo.format", "zoo.network", "zoo.class_names", "zoo.preprocessing",
                  "zoo.graph_preprocessing", "zoo.precision")
-Port = namedtuple("Port", "name shape")
+Port = namedtuple("Port", "name shape type")
+ONNX_TYPES = {"f32": "tensor(float)", "f16": "tensor(float16)", "i64": "tensor(int64)",
+              "i32": "tensor(int32)", "u8": "tensor(uint8)"}
+"""OpenVINO's element types in ONNX Runtime's words, as :func:`zoo.onnx.runtime.check_graph`
+reads a port's ``type``."""
 
 
 def load_openvino_detector(path, threads=None, exif="apply"):
@@ -123,7 +127,8 @@ def rt_metadata(model):
 
 class Signature:
     """A compiled or read model's inputs and outputs as :func:`zoo.onnx.runtime.check_graph`
-    reads an ONNX Runtime session's: ports with ``name`` and ``shape`` (None where free)."""
+    reads an ONNX Runtime session's: ports with ``name``, ``shape`` (None where free) and
+    ``type``."""
 
     def __init__(self, model):
         self.model = model
@@ -139,7 +144,8 @@ def _port(given):
     shape = given.get_partial_shape()
     dims = ([None if dim.is_dynamic else dim.get_length() for dim in shape]
             if shape.rank.is_static else [])
-    return Port(given.get_any_name(), dims)
+    return Port(given.get_any_name(), dims, ONNX_TYPES.get(given.get_element_type().get_type_name(),
+                                                        given.get_element_type().get_type_name()))
 
 
 def write_ir(onnx_path, path, precision):
