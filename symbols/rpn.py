@@ -159,7 +159,7 @@ def level_base_anchors(anchors, convention):
     """The first cell's anchors ``(A, 4)`` of ``anchors`` (an :class:`AnchorLevel`) that the
     proposals of ``convention`` decode against: GluonCV's pixel windows
     (:func:`gluoncv_base_anchors`) or the zoo's continuous ones
-    (:func:`zoo.modeling.box_coder.base_anchors`). The RPN's training targets match against
+    (:func:`symbols.box_coder.base_anchors`). The RPN's training targets match against
     the same (:func:`rpn_losses`)."""
     make = gluoncv_base_anchors if convention == "gluoncv" else box_coder.base_anchors
     return make(anchors.stride, anchors.scales, anchors.ratios)

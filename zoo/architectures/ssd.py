@@ -90,7 +90,7 @@ class SSD(Architecture):
                                         spec["num_classes"], decoding(spec))
 
     def training_symbol(self, backbone, spec, with_detections=False):
-        """``with_detections`` adds :data:`zoo.modeling.ssd.DETECTION_OUTPUT` (for a metric;
+        """``with_detections`` adds :data:`symbols.ssd.DETECTION_OUTPUT` (for a metric;
         training itself does not need it)."""
         return symbols.training_symbol(backbone, feature_maps(spec), anchor_boxes(spec),
                                        spec["num_classes"], decoding(spec), matching(spec),
