@@ -84,15 +84,41 @@ def test_hosts(tmp_path_factory):
         hosts.close()
 
 
+TRIM_GROWTH = 512 << 20
+"""Growth of the resident size, in bytes since the last hand-back, after which a test's
+freed memory is handed back at once, not at the end of its file: files that build one big
+model per parameter would otherwise stack them."""
+_trimmed_at = [0]
+
+
+def _give_back_freed_memory():
+    gc.collect()
+    mx.nd.waitall()
+    _LIBC.malloc_trim(0)
+    _trimmed_at[0] = _resident_bytes()
+
+
+def _resident_bytes():
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
 @pytest.fixture(scope="module", autouse=True)
 def _return_freed_memory():
     """After each test file, hand the memory its models freed back to the system: glibc
     keeps freed heap pages mapped, and a worker's resident size would be the sum of every
     file's peak instead of the largest."""
     yield
-    gc.collect()
-    mx.nd.waitall()
-    _LIBC.malloc_trim(0)
+    _give_back_freed_memory()
+
+
+@pytest.fixture(autouse=True)
+def _return_freed_memory_of_big_tests():
+    """The same after any test that grew the worker by :data:`TRIM_GROWTH` (reading the
+    resident size costs microseconds; collecting after every test would cost minutes)."""
+    yield
+    if _resident_bytes() > _trimmed_at[0] + TRIM_GROWTH:
+        _give_back_freed_memory()
 
 
 @pytest.fixture
