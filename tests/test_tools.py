@@ -335,3 +335,34 @@ def test_every_model_trains_and_evaluates(network, shapes192, tmp_path):
     result = evaluate(EvalOptions(checkpoint=prefix, data_root=shapes192, batch_size=2,
                                   progress=False))
     assert result.images == 4
+
+
+def test_benchmark_names_what_the_fastest_deployment_gives_up_on_a_dataset(
+        trained, shapes192, monkeypatch, tmp_path):
+    from zoo.bench import inference as benchmark_job
+    from zoo.bench.inference import BenchmarkOptions, benchmark
+    monkeypatch.setattr(benchmark_job, "gluoncv_names", lambda network: ())
+    monkeypatch.setattr(benchmark_job, "matmul_peak_gflops", lambda: 100.0)  # seconds each
+    monkeypatch.setattr(benchmark_job, "int8_matmul_peak_gops", lambda: 400.0)
+    calibrated_on = []
+    calibration_batches = benchmark_job.calibration_batches
+    monkeypatch.setattr(benchmark_job, "calibration_batches", lambda path, split, count: (
+        calibrated_on.append((str(split), count)) or calibration_batches(path, split, count)))
+    lines = []
+    result = benchmark(BenchmarkOptions(checkpoint=trained, compare="all", runs=1, warmup=0,
+                                        data_root=shapes192, calib_images=8), log=lines.append)
+    assert calibrated_on == [("voc:%s/val" % shapes192, 8)]
+    scores = {s.side: s for s in result.scores}
+    assert list(scores) == ["ours fp32", "onnxruntime fp32", "openvino fp32", "openvino int8"]
+    assert {s.metric for s in result.scores} == {"VOC07 mAP"}
+    expected = evaluate(EvalOptions(checkpoint=trained, data_root=shapes192, progress=False,
+                                    output=str(tmp_path / "eval.json"))).voc["voc07"]["mAP"]
+    assert scores["ours fp32"].value == pytest.approx(expected)
+    assert scores["onnxruntime fp32"].value == pytest.approx(expected, abs=0.02)  # one graph
+    (fastest,) = result.fastest
+    side = fastest.subject.split(":")[0]
+    assert lines[-1] == ("accuracy cost of %s: VOC07 mAP %.4f against %.4f for ours fp32 "
+                         "(%+.1f points)" % (side, scores[side].value, expected,
+                                             100 * (scores[side].value - expected)))
+    with pytest.raises(zoo.errors.OptionsError, match="--checkpoint and --compare all$"):
+        BenchmarkOptions(checkpoint=trained, data_root=shapes192)

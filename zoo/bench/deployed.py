@@ -1,8 +1,9 @@
 """The deployed runtimes ``zoo benchmark --compare all`` times beside MXNet: our fp32 graph
 exported to ONNX on ONNX Runtime and as an OpenVINO IR, and that IR quantized to int8
-(:mod:`zoo.onnx.int8`, naively calibrated on the benchmark input: the speed of int8, not its
-accuracy). Each runs in its own process, started fresh (``spawn``) and loading no MXNet:
-OpenVINO's, ONNX Runtime's and MXNet's thread pools slow each other down in one process.
+(:mod:`zoo.onnx.int8`, naively calibrated on the benchmark input, or on a dataset split's
+images when the benchmark also scores accuracy, :mod:`zoo.bench.accuracy`). Each runs in
+its own process, started fresh (``spawn``) and loading no MXNet: OpenVINO's, ONNX
+Runtime's and MXNet's thread pools slow each other down in one process.
 """
 import multiprocessing
 import os
@@ -17,14 +18,13 @@ DEPLOYED_SIDES = ("onnxruntime fp32", "openvino fp32", "openvino int8")
 
 
 
-def deployed_graphs(model, arg_params, aux_params, calibration_inputs, scratch):
-    """``{side: file}`` of :data:`DEPLOYED_SIDES`: the model exported into the folder
-    ``scratch``, int8 calibrated on ``calibration_inputs`` (the graph's inputs by name)."""
-    from zoo.onnx.export import export_model
+def deployed_graphs(onnx_path, calibration_batches, scratch):
+    """``{side: file}`` of :data:`DEPLOYED_SIDES`, written into the folder ``scratch`` from
+    the fp32 export ``onnx_path``, int8 calibrated on ``calibration_batches`` (the graph's
+    inputs by name, batch by batch)."""
     from zoo.onnx.int8 import quantize_file
     from zoo.onnx.openvino_runtime import write_ir
-    onnx_path = export_model(model, arg_params, aux_params, os.path.join(scratch, "fp32.onnx"))
-    int8_path, _ = quantize_file(onnx_path, [calibration_inputs],
+    int8_path, _ = quantize_file(onnx_path, calibration_batches,
                                  os.path.join(scratch, "int8.onnx"))
     return {"onnxruntime fp32": onnx_path,
             "openvino fp32": write_ir(onnx_path, os.path.join(scratch, "fp32.xml"),

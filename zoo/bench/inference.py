@@ -3,7 +3,9 @@ optionally side by side, in the same process, with the closest GluonCV models or
 fp32 graph exported to ONNX and run on ONNX Runtime or OpenVINO (``compare``). ``compare``
 ``all`` times every deployment of ours (MXNet, ONNX Runtime fp32, OpenVINO fp32 and int8,
 the deployed ones each in its own process, :mod:`zoo.bench.deployed`) beside
-GluonCV's closest models, and names the fastest at each batch size.
+GluonCV's closest models, and names the fastest at each batch size; given a trained
+checkpoint and a dataset split, also what the fastest costs in accuracy
+(:mod:`zoo.bench.accuracy`).
 
 Each measurement is images/s, the median latency per batch after warm-up, GFLOPs per image
 (of the fp32 graph: the work, whatever the precision) and the fraction of this machine's
@@ -17,7 +19,7 @@ input: the speed of int8, not its accuracy (``zoo quantize`` calibrates on real 
 """
 import os
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Optional, Tuple
 
 import mxnet as mx
@@ -26,6 +28,7 @@ import numpy as np
 from zoo import artifact
 from zoo.predictor import Predictor
 from zoo.errors import OptionsError
+from zoo.bench.accuracy import calibration_batches, format_cost, format_score, score
 from zoo.bench.flops import count_flops
 from zoo.bench.timing import Stopwatch, median_seconds, print_line
 from zoo.inference.quantization import quantize
@@ -76,6 +79,14 @@ class BenchmarkOptions:
     num_classes: int = 20                # VOC's 20, as GluonCV's models
     plot: Optional[str] = None           # PNG of images/s against batch size
     profile: bool = False                # time each part of our graphs too
+    # compare all on a trained checkpoint: also score each deployment on this dataset split
+    # (zoo.bench.accuracy), its int8 calibrated on the split's first calib_images images
+    data_root: Optional[str] = None
+    dataset: str = "voc"
+    split: str = "val"
+    annotations: Optional[str] = None    # coco: the annotation file ({split}: the split)
+    image_dir: Optional[str] = None      # coco: the image folder ({split}: the split)
+    calib_images: int = 32
 
     def __post_init__(self):
         if (self.network is None) == (self.checkpoint is None):
@@ -97,6 +108,19 @@ class BenchmarkOptions:
                                 or tuple(self.dtypes) != ("fp32",)):
             raise OptionsError("a checkpoint runs as saved: no data shape, max size or dtypes "
                                "with it")
+        if self.data_root and (self.compare != "all" or not self.checkpoint):
+            raise OptionsError("a dataset scores each deployment of a trained model: give "
+                               "it with --checkpoint and --compare all")
+        if self.calib_images < 1:
+            raise OptionsError("calib_images must be at least 1, got %d" % self.calib_images)
+
+    def data_split(self):
+        """The :class:`zoo.jobs.datasets.DataSplit` accuracy is measured on, or None."""
+        from zoo.jobs.datasets import DataSplit
+        if not self.data_root:
+            return None
+        return DataSplit(self.dataset, self.data_root, self.split,
+                         annotations=self.annotations, image_dir=self.image_dir)
 
 
 @dataclass(frozen=True)
@@ -151,6 +175,7 @@ class BenchmarkResult:
     profiles: Tuple[PartProfile, ...]  # of each of ours, with ``profile``
     plot: Optional[str]
     fastest: Tuple[Measurement, ...] = ()  # compare all: the fastest of ours per batch size
+    scores: Tuple = ()                 # with a dataset: a zoo.bench.accuracy.Score per side
 
 
 def _giga_ops_per_s(multiply, size, seconds):
@@ -357,19 +382,32 @@ def fp32_graph(options, ours):
 
 
 def deployed_subjects(options, model, ours, scratch):
-    """With ``compare`` all: our fp32 graph deployed on each runtime of
-    :data:`zoo.bench.deployed.DEPLOYED_SIDES`, timed each in its own process on the
-    same random images as ours."""
+    """With ``compare`` all: ``(subjects, files)``, our fp32 graph deployed on each runtime
+    of :data:`zoo.bench.deployed.DEPLOYED_SIDES` (``{side: file}``), timed each in its own
+    process on the same random images as ours."""
     from zoo.bench.deployed import deployed_graphs, isolated_latency
     if options.compare != "all":
-        return []
+        return [], {}
     inputs = {batch_size: model.input_arrays(random_images(model.input_shapes(batch_size)["data"]))
               for batch_size in options.batch_sizes}
-    files = deployed_graphs(model, *fp32_graph(options, ours)[1:],
-                            inputs[max(options.batch_sizes)], scratch)
+    onnx_path = fp32_export(options, model, ours, os.path.join(scratch, "fp32.onnx"))
+    split = options.data_split()
+    calibration = ([inputs[max(options.batch_sizes)]] if split is None else
+                   calibration_batches(onnx_path, split, options.calib_images))
+    files = deployed_graphs(onnx_path, calibration, scratch)
     name = "%s %s" % (model.name, _input_size(model))
     return [Subject(side, name, None, *_work(model), latency=isolated_latency(path, inputs))
-            for side, path in files.items()]
+            for side, path in files.items()], files
+
+
+def fp32_export(options, model, ours, path):
+    """Our fp32 graph written to the ONNX file ``path``: a checkpoint's with its own class
+    names and preprocessing, which scoring it on a dataset needs."""
+    from zoo.onnx.export import export_artifact, export_model
+    graph = fp32_graph(options, ours)
+    if options.checkpoint:
+        return export_artifact(artifact.load(options.checkpoint, options.epoch), path)
+    return export_model(model, *graph[1:], path)
 
 
 def measure(subject, batch_size, runs, warmup, peaks):
@@ -480,9 +518,28 @@ def benchmark(options, log=print_line):
     else:
         model, ours = network_subjects(options)
     with tempfile.TemporaryDirectory() as scratch:
-        ours = ours + deployed_subjects(options, model, ours, scratch)
+        deployed, files = deployed_subjects(options, model, ours, scratch)
+        ours = ours + deployed
         references = reference_subjects(options, model, ours, scratch)
-        return _measured(options, model, ours, references, log)
+        result = _measured(options, model, ours, references, log)
+        if options.data_split() is None:
+            return result
+        return replace(result, scores=accuracy(options, ours[0].side, files, result.fastest,
+                                               scratch, log))
+
+
+def accuracy(options, side, files, fastest, scratch, log):
+    """The :class:`zoo.bench.accuracy.Score` of the checkpoint (``side``) and of each
+    deployed file (``files``) on the options' split, logged, then what each of the
+    ``fastest`` measurements gives up; returns the scores."""
+    split = options.data_split()
+    scores = [score(side, options.checkpoint, options.epoch, split, scratch)]
+    scores += [score(name, path, None, split, scratch) for name, path in files.items()]
+    for s in scores:
+        log(format_score(s, split))
+    for m in fastest:
+        log(format_cost(m.subject.split(":")[0], scores))
+    return tuple(scores)
 
 
 def fastest_of(ours, measurements):

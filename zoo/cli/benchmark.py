@@ -13,12 +13,14 @@ Examples:
     zoo benchmark --network ssd_resnet50 --dtypes fp32,int8 --batch-sizes 1,4 --compare all
     zoo benchmark --network ssd_resnet50 --dtypes fp32,int8 --compare gluoncv \\
         --batch-sizes 1,2,4,8 --plot throughput.png
+    zoo benchmark --checkpoint output/train/ssd_mobilenetv2_stride8 --compare all \\
+        --batch-sizes 1,4 --data-root output/shapes --split val
 """
 import argparse
 
 from zoo.bench.inference import COMPARISONS, DTYPES, BenchmarkOptions, benchmark
 from zoo.config.registry import list_models
-from zoo.cli.common import comma_list, nonnegative_int, options_from, positive_int
+from zoo.cli.common import KINDS, comma_list, nonnegative_int, options_from, positive_int
 
 __all__ = ["add_arguments", "dtype", "run"]
 
@@ -68,6 +70,19 @@ def add_arguments(p):
     p.add_argument("--profile", action="store_true",
                    help="also time each part of our graphs (backbone, FPN, RPN head, "
                         "proposals, ROIAlign, box head, NMS) at the first batch size")
+    accuracy = p.add_argument_group(
+        "accuracy", "with --checkpoint and --compare all: score each deployment on a dataset "
+                    "split (as zoo eval does) and name what the fastest gives up; the "
+                    "OpenVINO int8 model is then calibrated on the split's first images")
+    accuracy.add_argument("--data-root", default=None, help="dataset folder to score on")
+    accuracy.add_argument("--dataset", choices=KINDS, default="voc", help="its format")
+    accuracy.add_argument("--split", default="val", help="split to score on")
+    accuracy.add_argument("--annotations", default=None, metavar="FILE",
+                          help="coco: the annotation file ('{split}': the split)")
+    accuracy.add_argument("--image-dir", default=None, metavar="DIR",
+                          help="coco: the image folder ('{split}': the split)")
+    accuracy.add_argument("--calib-images", type=positive_int, default=32,
+                          help="images of the split the int8 model is calibrated on")
 
 
 def run(args):
