@@ -35,9 +35,10 @@ def export_openvino(source, options, write_onnx):
 
 def check_runs(path, output, images):
     """Raise :class:`~zoo.artifact.ArtifactError` unless OpenVINO runs the IR ``path`` on
-    the first calibration image: OpenVINO 2026.4's CPU plugin fails the shape inference of
-    a Faster R-CNN's in-graph anchors and proposals once the graph holds int8 layers, and
-    the user must learn that here, not from the first detection."""
+    the first calibration image. OpenVINO rewrites a graph holding int8 layers (its
+    low-precision transformations) and may fail only when it runs one (the int8 Faster
+    R-CNN's anchor grid did, until :func:`zoo.onnx.int8.shield_integer_casts`): the user
+    must learn that here, not from the first detection."""
     from zoo.artifact import ArtifactError
     from zoo.onnx.openvino_runtime import OpenVinoDetector
     try:
