@@ -24,7 +24,8 @@ def export_openvino(source, options, write_onnx):
         precision = {"dtype": "fp32"}
         if options.int8:
             split = DataSplit(options.dataset, options.data_root, options.split,
-                              options.skip_bad, options.data_threads)
+                              options.skip_bad, options.data_threads, options.annotations,
+                              options.image_dir)
             images = calibration_images(source, split, options)
             onnx_path, precision = calibrated(source, onnx_path, options, split, images,
                                               os.path.join(scratch, "int8.onnx"))

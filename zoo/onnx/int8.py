@@ -111,9 +111,7 @@ def quantized_layers(model):
 
 def _reads_image(node, values):
     # The first convolution stays fp32: with 3 input channels int8 gains it little and
-    # costs the most accuracy (the pixels' range is the widest), and OpenVINO 2026.4 fails
-    # the shape inference of the FPN's anchor grid when the image input of a graph of free
-    # height and width is quantized.
+    # costs the most accuracy (the pixels' range is the widest).
     weight = values[node.input[WEIGHT_INPUT]]
     return node.op_type == "Conv" and weight.shape[1] * _attribute(node, "group", 1) \
         <= IMAGE_CHANNELS
