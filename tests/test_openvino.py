@@ -53,9 +53,11 @@ def per_model(kind):
 
 
 AGREEMENT = 0.5
-"""The least share of the int8 IR's best detections that the fp32 IR finds too: random
-weights spread activations over int8's whole range, and quantization moves each score by a
-few hundredths, enough to reorder near-ties but not to lose most of the detections."""
+"""The least share of the int8 IR's best detections that the fp32 IR finds too. Random
+weights leave a Faster R-CNN's scores within a few hundredths of each other, which int8
+reorders, so the best 30 are compared, not the very best: there every model agreed on 0.7
+or more, and boxes found by chance (another image's, or these shifted by 15 pixels) on 0.2
+or less."""
 
 
 @pytest.mark.parametrize("name", per_model("ssd") + per_model("faster_rcnn"))
@@ -77,11 +79,12 @@ def test_every_model_exports_and_runs_in_openvino_int8(name, tmp_path):
     fp32 = write_ir(str(tmp_path / "fp32.onnx"), str(tmp_path / "fp32.xml"), {"dtype": "fp32"})
     expected = zoo.load_openvino_detector(fp32)(images, score_threshold=0.0)
     shares = [agreement(theirs, ours) for theirs, ours in zip(expected, found)]
-    print("%s: int8 agrees with fp32 on %s of its best detections" % (name, shares))
+    print("%s: int8 agrees with fp32 on %s of its best 30 detections"
+          % (name, ", ".join("%.2f" % share for share in shares)))
     assert min(shares) >= AGREEMENT, shares
 
 
-def agreement(expected, found, top=10):
+def agreement(expected, found, top=30):
     """The share of ``found``'s best ``top`` detections that ``expected`` holds too: one of
     the same class overlapping it by an IoU of 0.5 or more, boxes read as pixel indices (so
     that the zero-width boxes random weights leave on the image's border match their
