@@ -14,9 +14,9 @@ activations (uint8 from 0 for a non-negative input such as a ReLU's output, else
 int8). ``BatchNormalization`` after a convolution is folded into its weights first, so that
 the int8 weights are the ones that run. Everything else stays fp32: anchors, box decoding,
 proposals, ``RoiAlign``, top-k and NMS read the fp32 tensors, so the post-processing is the
-fp32 graph's. Each integer tensor cast to float (shape arithmetic: the anchor grid's
-``Range`` limits, batch indices) passes a ``Floor`` first, which keeps it out of OpenVINO's
-int8 rewrites (:func:`shield_integer_casts`).
+fp32 graph's. Each cast of an integer tensor to float (shape arithmetic: the anchor grid's
+``Range`` limits, batch indices) is followed by a ``Floor``, which keeps it out of
+OpenVINO's int8 rewrites (:func:`shield_integer_casts`).
 
 Needs onnx and onnxruntime; loads no MXNet.
 """
@@ -242,9 +242,10 @@ def shield_integer_casts(model):
     transformations, which read any ``Convert`` from an integer type followed by a
     constant ``Multiply``/``Add`` as a dequantization and move it about. On an arange's
     limit (``Cast(ReduceProd(Shape(feature))) * step + start - step / 2``, a Faster
-    R-CNN's anchor grid) they fold the ``- 0.5`` into the integer ``ReduceProd``: the
-    grid's ``Range`` comes out empty and the ``Broadcast`` after it fails its shape
-    inference (OpenVINO 2026.4). No transformation sees through a ``Floor``."""
+    R-CNN's anchor grid) the ``- 0.5`` ends up fused into the integer ``ReduceProd`` and
+    the ``Cast`` is gone: the limit reads -2.7e36 instead of 7.5, the grid's ``Range`` is
+    empty and the ``Broadcast`` after it fails its shape inference (OpenVINO 2026.4). No
+    transformation sees through a ``Floor``."""
     types = _element_types(model)
     shielded, nodes = 0, []
     for node in model.graph.node:
