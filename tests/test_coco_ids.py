@@ -173,3 +173,21 @@ def test_training_refuses_one_annotation_file_for_both_splits(own_coco, tmp_path
     assert err == ("zoo train: error: --annotations %s names one file for both --train-split "
                    "train and --val-split val: put {split} in it, or pass --val-split ''"
                    % annotation_file)
+
+
+def test_export_calibrates_openvino_int8_on_the_users_own_coco_file(detector_prefix, own_coco,
+                                                                    tmp_path, capsys):
+    annotation_file, image_dir = own_coco
+    output = str(tmp_path / "deploy" / "ssd")
+    assert zoo_main(["export", "--checkpoint", detector_prefix, "--format", "openvino",
+                     "--int8", "--dataset", "coco", "--data-root", str(tmp_path),
+                     "--annotations", annotation_file, "--image-dir", image_dir,
+                     "--split", "train", "--calib-images", "3", "--no-progress",
+                     "--output", output]) == 0
+    assert "calibrated on 3 images of coco:%s" % annotation_file in capsys.readouterr().out
+    detector = zoo.load_openvino_detector(output + ".xml")
+    assert detector.precision["calibration"]["data"] == "coco:" + annotation_file
+    assert detector.class_names == CLASS_NAMES
+    found = detector([os.path.join(image_dir, name) for _, name, _, _ in IMAGES[:2]],
+                     score_threshold=0.0)
+    assert [len(f) > 0 for f in found] == [True, True]

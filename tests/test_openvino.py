@@ -12,6 +12,7 @@ import onnx
 import pytest
 
 import zoo
+from symbols.boxes import iou
 from zoo.cli import main as zoo_main
 from zoo.bench import inference as benchmark_job
 from zoo.bench.inference import BenchmarkOptions, benchmark
@@ -51,8 +52,18 @@ def per_model(kind):
                 kind == "faster_rcnn")]
 
 
-@pytest.mark.parametrize("name", per_model("ssd"))
-def test_every_ssd_exports_and_runs_in_openvino_int8(name, tmp_path):
+AGREEMENT = 0.5
+"""The least share of the int8 IR's best detections that the fp32 IR finds too. Random
+weights leave a Faster R-CNN's scores within a few hundredths of each other, which int8
+reorders, so the best 30 are compared, not the very best: there every model agreed on 0.7
+or more, and boxes found by chance (another image's, or these shifted by 15 pixels) on 0.2
+or less."""
+
+
+@pytest.mark.parametrize("name", per_model("ssd") + per_model("faster_rcnn"))
+def test_every_model_exports_and_runs_in_openvino_int8(name, tmp_path):
+    """Every registered model, SSD and Faster R-CNN (C4 and FPN), calibrated to int8 runs
+    on OpenVINO's CPU plugin, its convolutions in int8, and finds what its fp32 IR finds."""
     model = small_model(name)
     images = [random_image(*size, seed=seed) for seed, size in enumerate(IMAGES)]
     path, layers = calibrated(model, unit_variance_params(model, seed=3), images, str(tmp_path))
@@ -60,27 +71,50 @@ def test_every_ssd_exports_and_runs_in_openvino_int8(name, tmp_path):
     found = detector(images, score_threshold=0.0)
     assert [len(f) > 0 for f in found] == [True, True]
     assert detector.precision == {"dtype": "int8"} and detector.network == name
-    convolutions = [precision for _, kind, precision in layer_precisions(detector.compiled)
-                    if kind == "Convolution"]
-    # every quantized convolution runs int8 (OpenVINO also reports the first one, fp32
-    # weights on the image, in its output's u8)
-    assert layers > 0 and sum(precision in INT8 for precision in convolutions) >= layers
+    weighted = [precision for _, kind, precision in layer_precisions(detector.compiled)
+                if kind in ("Convolution", "FullyConnected")]
+    # every quantized convolution and fully connected layer runs int8 (OpenVINO also
+    # reports the first convolution, fp32 weights on the image, in its output's u8)
+    assert layers > 0 and sum(precision in INT8 for precision in weighted) >= layers
+    fp32 = write_ir(str(tmp_path / "fp32.onnx"), str(tmp_path / "fp32.xml"), {"dtype": "fp32"})
+    expected = zoo.load_openvino_detector(fp32)(images, score_threshold=0.0)
+    shares = [agreement(theirs, ours) for theirs, ours in zip(expected, found)]
+    print("%s: int8 agrees with fp32 on %s of its best 30 detections"
+          % (name, ", ".join("%.2f" % share for share in shares)))
+    assert min(shares) >= AGREEMENT, shares
 
 
-@pytest.mark.parametrize("name", per_model("faster_rcnn"))
-def test_faster_rcnn_int8_that_openvino_cannot_run_is_refused_in_one_line(name, tmp_path):
-    """OpenVINO 2026.4's CPU plugin fails the shape inference of the in-graph anchors and
-    proposals once a Faster R-CNN holds int8 layers (the fp32 IR runs: test_every_model_*
-    of test_onnx_export.py); the export says so. Strict: when OpenVINO runs it, this fails
-    and the int8 Faster R-CNN joins the SSD test above."""
+def agreement(expected, found, top=30):
+    """The share of ``found``'s best ``top`` detections that ``expected`` holds too: one of
+    the same class overlapping it by an IoU of 0.5 or more, boxes read as pixel indices (so
+    that the zero-width boxes random weights leave on the image's border match their
+    like)."""
+    best = np.argsort(-found.scores, kind="stable")[:top]
+    overlaps = iou(found.boxes[best], expected.boxes, offset=1.0)
+    same = found.labels[best][:, None] == expected.labels[None, :]
+    return float(np.mean(((overlaps >= 0.5) & same).any(axis=1)))
+
+
+def test_an_int8_graph_openvino_cannot_run_is_refused_in_one_line(toy_ir, tmp_path):
+    """The export runs the int8 IR once before writing it (zoo.jobs.export_openvino
+    check_runs): a graph OpenVINO reads but cannot run is one line, not a failure at the
+    user's first detection. Here the toy export whose rows are reshaped to a count they
+    cannot fill; before zoo.onnx.int8 shielded its integer casts, every int8 Faster R-CNN
+    was such a graph (its empty anchor grid failed a Broadcast)."""
     from zoo.artifact import ArtifactError
     from zoo.jobs.export_openvino import check_runs
-    model = small_model(name)
-    images = [random_image(*size, seed=seed) for seed, size in enumerate(IMAGES)]
-    path, _ = calibrated(model, unit_variance_params(model, seed=3), images, str(tmp_path))
+    model = onnx.load(toy_ir[1])
+    (last,) = [node for node in model.graph.node if "detections" in node.output]
+    last.output[list(last.output).index("detections")] = "rows"
+    model.graph.initializer.append(onnx.numpy_helper.from_array(
+        np.array([-1, len(NAMES) + 2, 6], np.int64), "too_many_rows"))
+    model.graph.node.append(onnx.helper.make_node("Reshape", ["rows", "too_many_rows"],
+                                                  ["detections"]))
+    onnx.save(model, str(tmp_path / "bad.onnx"))
+    path = write_ir(str(tmp_path / "bad.onnx"), str(tmp_path / "bad.xml"), {"dtype": "int8"})
     with pytest.raises(ArtifactError, match=r"^out/m.xml: OpenVINO cannot run this int8 graph "
-                                            r"\(\[CPU\] .+\); export it in fp32"):
-        check_runs(path, "out/m.xml", images)
+                                            r"\(\[CPU\] Reshape .+\); export it in fp32"):
+        check_runs(path, "out/m.xml", [random_image(40, 70, seed=3)])
 
 
 def test_batch_norms_fold_into_the_convolutions_they_follow(tmp_path):
@@ -170,6 +204,11 @@ print(sorted(name for name, module in sys.modules.items()
                                          "dataset, split)"),
     (["--format", "openvino", "--data-root", "d"], "data_root d: only int8 calibrates on a "
                                                    "dataset; add int8 or leave data_root out"),
+    (["--format", "openvino", "--annotations", "a.json"], "annotations a.json: only int8 "
+                                                          "calibrates on a dataset; add int8 "
+                                                          "or leave annotations out"),
+    (["--format", "openvino", "--int8", "--data-root", "d", "--annotations", "a.json"],
+     "--annotations and --image-dir are for --dataset coco, not 'voc'"),
 ])
 def test_int8_export_flags_are_checked_in_one_line(flags, expected, tmp_path, capsys):
     code = zoo_main(["export", "--network", "ssd_mobilenetv2", "--output",

@@ -163,15 +163,21 @@ def add_dataset_flags(parser, splits, root_required=False):
                             help="dataset folder")
     for flag, (default, text) in splits.items():
         parser.add_argument(flag, default=default, help=text)
-    parser.add_argument("--annotations", default=None, metavar="FILE",
-                        help="coco: the annotation file, '{split}' standing for the split "
-                             "(default: DATA_ROOT/annotations/instances_{split}.json)")
-    parser.add_argument("--image-dir", default=None, metavar="DIR",
-                        help="coco: the folder its file_name entries are under, '{split}' "
-                             "standing for the split (default: DATA_ROOT/{split})")
+    add_coco_file_flags(parser)
     parser.add_argument("--skip-bad", action="store_true",
                         help="skip bad annotations/images with a warning instead of stopping")
     add_data_threads_flag(parser)
+
+
+def add_coco_file_flags(parser, when="coco"):
+    """``--annotations`` and ``--image-dir``: a COCO split's own file and image folder;
+    ``when`` opens their help (the condition they apply under)."""
+    parser.add_argument("--annotations", default=None, metavar="FILE",
+                        help="%s: the annotation file, '{split}' standing for the split "
+                             "(default: DATA_ROOT/annotations/instances_{split}.json)" % when)
+    parser.add_argument("--image-dir", default=None, metavar="DIR",
+                        help="%s: the folder its file_name entries are under, '{split}' "
+                             "standing for the split (default: DATA_ROOT/{split})" % when)
 
 
 def class_pair(value):

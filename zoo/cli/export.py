@@ -10,11 +10,14 @@ Examples:
         --output out/ssd --verify output/shapes/JPEGImages/000000.jpg
     zoo export --checkpoint output/train/ssd_mobilenetv2_stride8 --format openvino --int8 \
         --dataset voc --data-root output/shapes --split train --calib-images 32 --output out/ssd
+    zoo export --network faster_rcnn_fpn_resnet50 --format openvino --int8 --dataset coco \
+        --data-root mydata --annotations mydata/labels.json --image-dir mydata/photos \
+        --output out/fpn
 """
 from zoo.jobs.export import FORMATS, ExportOptions, export
 from zoo.onnx import GRAPH_PREPROCESSING
-from zoo.cli.common import (KINDS, add_class_map_flag, add_data_threads_flag, add_progress_flag,
-                     network, nonnegative_int, options_from, positive_int)
+from zoo.cli.common import (KINDS, add_class_map_flag, add_coco_file_flags, add_data_threads_flag,
+                     add_progress_flag, network, nonnegative_int, options_from, positive_int)
 
 __all__ = ["add_arguments", "run"]
 
@@ -56,6 +59,7 @@ def add_int8_flags(p):
     p.add_argument("--data-root", default=None, help="--int8: the calibration dataset folder")
     p.add_argument("--split", default="train",
                    help="--int8: split to calibrate on (not one you score on)")
+    add_coco_file_flags(p, "--int8 --dataset coco")
     p.add_argument("--calib-images", type=positive_int, default=32,
                    help="--int8: images calibrated on")
     p.add_argument("--batch-size", type=positive_int, default=8,

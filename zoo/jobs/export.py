@@ -32,6 +32,8 @@ class ExportOptions:
     dataset: str = "voc"                 # openvino int8: the calibration images' dataset,
     data_root: Optional[str] = None      # its root
     split: str = "train"                 # and split (calibrate on images you do not score)
+    annotations: Optional[str] = None    # coco: the annotation file ({split}: the split)
+    image_dir: Optional[str] = None      # coco: the image folder ({split}: the split)
     calib_images: int = 32               # the first images of the split calibrated on
     batch_size: int = 8                  # calibration batch size
     data_threads: Optional[int] = None
@@ -65,9 +67,10 @@ def export(options):
     if options.int8 and options.format != "openvino":
         raise OptionsError("int8 is calibrated into an OpenVINO model: it needs format "
                            "openvino (zoo quantize makes an MXNet int8 artifact)")
-    if options.data_root and not options.int8:
-        raise OptionsError("data_root %s: only int8 calibrates on a dataset; add int8 or "
-                           "leave data_root out" % options.data_root)
+    for field in ("data_root", "annotations", "image_dir"):
+        if getattr(options, field) and not options.int8:
+            raise OptionsError("%s %s: only int8 calibrates on a dataset; add int8 or leave "
+                               "%s out" % (field, getattr(options, field), field))
     missing = [image for image in options.verify if not os.path.isfile(image)]
     if missing:
         raise FileNotFoundError("%s: no such image to verify the export on (nothing was "

@@ -24,7 +24,8 @@ def export_openvino(source, options, write_onnx):
         precision = {"dtype": "fp32"}
         if options.int8:
             split = DataSplit(options.dataset, options.data_root, options.split,
-                              options.skip_bad, options.data_threads)
+                              options.skip_bad, options.data_threads, options.annotations,
+                              options.image_dir)
             images = calibration_images(source, split, options)
             onnx_path, precision = calibrated(source, onnx_path, options, split, images,
                                               os.path.join(scratch, "int8.onnx"))
@@ -35,9 +36,10 @@ def export_openvino(source, options, write_onnx):
 
 def check_runs(path, output, images):
     """Raise :class:`~zoo.artifact.ArtifactError` unless OpenVINO runs the IR ``path`` on
-    the first calibration image: OpenVINO 2026.4's CPU plugin fails the shape inference of
-    a Faster R-CNN's in-graph anchors and proposals once the graph holds int8 layers, and
-    the user must learn that here, not from the first detection."""
+    the first calibration image. OpenVINO rewrites a graph holding int8 layers (its
+    low-precision transformations) and may fail only when it runs one (the int8 Faster
+    R-CNN's anchor grid did, until :func:`zoo.onnx.int8.shield_integer_casts`): the user
+    must learn that here, not from the first detection."""
     from zoo.artifact import ArtifactError
     from zoo.onnx.openvino_runtime import OpenVinoDetector
     try:

@@ -14,7 +14,9 @@ activations (uint8 from 0 for a non-negative input such as a ReLU's output, else
 int8). ``BatchNormalization`` after a convolution is folded into its weights first, so that
 the int8 weights are the ones that run. Everything else stays fp32: anchors, box decoding,
 proposals, ``RoiAlign``, top-k and NMS read the fp32 tensors, so the post-processing is the
-fp32 graph's.
+fp32 graph's. Each cast of an integer tensor to float (shape arithmetic: the anchor grid's
+``Range`` limits, batch indices) is followed by a ``Floor``, which keeps it out of
+OpenVINO's int8 rewrites (:func:`shield_integer_casts`).
 
 Needs onnx and onnxruntime; loads no MXNet.
 """
@@ -23,7 +25,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 __all__ = ["IMAGE_CHANNELS", "QUANTIZED_OPS", "calibrate", "fold_batch_norms", "quantize",
-           "quantize_file", "quantized_layers"]
+           "quantize_file", "quantized_layers", "shield_integer_casts"]
 
 QUANTIZED_OPS = ("Conv", "Gemm")
 """Operators whose input and constant weights become int8."""
@@ -109,9 +111,7 @@ def quantized_layers(model):
 
 def _reads_image(node, values):
     # The first convolution stays fp32: with 3 input channels int8 gains it little and
-    # costs the most accuracy (the pixels' range is the widest), and OpenVINO 2026.4 fails
-    # the shape inference of the FPN's anchor grid when the image input of a graph of free
-    # height and width is quantized.
+    # costs the most accuracy (the pixels' range is the widest).
     weight = values[node.input[WEIGHT_INPUT]]
     return node.op_type == "Conv" and weight.shape[1] * _attribute(node, "group", 1) \
         <= IMAGE_CHANNELS
@@ -230,12 +230,57 @@ def _insert_before_readers(model, new_nodes):
     model.graph.node.extend(ordered)
 
 
+FLOAT_TYPES = (onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.DOUBLE,
+               onnx.TensorProto.BFLOAT16)
+
+
+def shield_integer_casts(model):
+    """Put a ``Floor`` (the identity on integers) after each ``Cast`` of an integer or
+    boolean tensor to float; returns the number shielded.
+
+    Why: once a graph holds int8 layers, OpenVINO's CPU plugin runs its low-precision
+    transformations, which read any ``Convert`` from an integer type followed by a
+    constant ``Multiply``/``Add`` as a dequantization and move it about. On an arange's
+    limit (``Cast(ReduceProd(Shape(feature))) * step + start - step / 2``, a Faster
+    R-CNN's anchor grid) the ``- 0.5`` ends up fused into the integer ``ReduceProd`` and
+    the ``Cast`` is gone: the limit reads -2.7e36 instead of 7.5, the grid's ``Range`` is
+    empty and the ``Broadcast`` after it fails its shape inference (OpenVINO 2026.4). No
+    transformation sees through a ``Floor``."""
+    types = _element_types(model)
+    shielded, nodes = 0, []
+    for node in model.graph.node:
+        nodes.append(node)
+        if _casts_integer_to_float(node, types):
+            value = node.output[0]
+            node.output[0] = value + "_integer"
+            nodes.append(helper.make_node("Floor", [node.output[0]], [value],
+                                          name=value + "_shield"))
+            shielded += 1
+    del model.graph.node[:]
+    model.graph.node.extend(nodes)
+    return shielded
+
+
+def _casts_integer_to_float(node, types):
+    source = types.get(node.input[0]) if node.op_type == "Cast" else None
+    return (source not in (None, onnx.TensorProto.UNDEFINED) and source not in FLOAT_TYPES
+            and _attribute(node, "to", None) in FLOAT_TYPES)
+
+
+def _element_types(model):
+    """``{tensor: ONNX element type}`` as ONNX's shape inference finds them."""
+    inferred = onnx.shape_inference.infer_shapes(model).graph
+    return {value.name: value.type.tensor_type.elem_type for value in (
+        list(inferred.input) + list(inferred.value_info) + list(inferred.output))}
+
+
 def quantize_file(source, batches, path, progress=None):
-    """Fold, calibrate on ``batches`` and quantize the ONNX file ``source`` into ``path``;
-    returns ``(path, layers quantized)``."""
+    """Fold, calibrate on ``batches`` and quantize the ONNX file ``source`` into ``path``
+    (its integer casts shielded); returns ``(path, layers quantized)``."""
     model = onnx.load(source)
     fold_batch_norms(model)
     count = quantize(model, calibrate(model, batches, progress))
+    shield_integer_casts(model)
     onnx.checker.check_model(model)
     onnx.save(model, path)
     return path, count
