@@ -70,9 +70,9 @@ def random_image(height, width, seed=0):
 
 @pytest.fixture(scope="session")
 def test_hosts(tmp_path_factory):
-    """Two test hosts in network namespaces (:mod:`zoo.distributed.testhosts`), shared by the session's
-    multi-host tests and removed at its end, whatever happened; the tests that use them skip,
-    naming it, where this machine lacks a requirement."""
+    """Two test hosts in network namespaces (:mod:`zoo.distributed.testhosts`), shared by the
+    session's multi-host tests and removed at its end, whatever happened; the tests that use them
+    skip, naming it, where this machine lacks a requirement."""
     missing = testhosts.missing_requirement()
     if missing:
         pytest.skip("test hosts need root, ip, unshare and sshd: %s" % missing)

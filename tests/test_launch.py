@@ -1,5 +1,5 @@
-"""zoo launch (zoo.distributed.launcher, tools/launch.py) and distributed training (kvstore dist_sync),
-on loopback only: every cluster here is a scheduler, servers and workers on 127.0.0.1 at
+"""zoo launch (zoo.distributed.launcher, tools/launch.py) and distributed training (kvstore
+dist_sync), on loopback only: every cluster here is a scheduler, servers and workers on 127.0.0.1 at
 free ports."""
 import argparse
 import csv

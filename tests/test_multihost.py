@@ -1,6 +1,6 @@
 """zoo launch -H across real network stacks: two test hosts in network namespaces
-(:mod:`zoo.distributed.testhosts`, the session's ``test_hosts`` fixture), each with its own address, sshd
-and folder, reached by address over ssh. The scheduler runs here, on a machine with several
+(:mod:`zoo.distributed.testhosts`, the session's ``test_hosts`` fixture), each with its own address,
+sshd and folder, reached by address over ssh. The scheduler runs here, on a machine with several
 interfaces (its own, the hosts' bridge and one no host can reach)."""
 import csv
 import os

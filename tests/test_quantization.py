@@ -12,8 +12,8 @@ import pytest
 import zoo
 from zoo import artifact
 from zoo.predictor import Predictor, fuse
-from zoo.inference.quantization import (InputBatches, calibration_iter, calibration_thresholds, int8_layers,
-                             quantize)
+from zoo.inference.quantization import (InputBatches, calibration_iter, calibration_thresholds,
+                                        int8_layers, quantize)
 
 from conftest import END_TO_END_MODELS
 

@@ -115,9 +115,9 @@ class DetectionModel:
         return self.arch.training_losses(outputs_by_name(self._train_outputs, outputs))
 
     def preprocessing(self):
-        """``{"mean", "std", "resize", "data_shape": [H, W], ...}`` (:mod:`zoo.schema.preprocessing`):
-        how an image becomes this model's input; the one source for transforms, detector
-        and artifact."""
+        """``{"mean", "std", "resize", "data_shape": [H, W], ...}``
+        (:mod:`zoo.schema.preprocessing`): how an image becomes this model's input; the one source
+        for transforms, detector and artifact."""
         return self.arch.preprocessing(self._spec)
 
     def describe(self):

@@ -12,8 +12,8 @@ from symbols import faster_rcnn as symbols
 from symbols import rpn as rpn_symbols
 
 from zoo.metrics.arrays import to_numpy
-from zoo.schema.fields import (DERIVED, FRACTION, REQUIRED, Bool, Field, Int, List, Number, Optional,
-                      Schema, Str)
+from zoo.schema.fields import (DERIVED, FRACTION, REQUIRED, Bool, Field, Int, List, Number,
+                               Optional, Schema, Str)
 from zoo.schema.checks import Checker, check_backbone_layer
 from zoo.architectures.base import Architecture
 

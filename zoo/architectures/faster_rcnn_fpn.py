@@ -9,7 +9,8 @@ of :class:`zoo.architectures.faster_rcnn.FasterRCNN`.
 """
 from symbols import fpn as symbols
 from symbols.layers import StrictNameManager
-from zoo.schema.fields import DERIVED, REQUIRED, Bool, Field, Int, List, Number, Optional, Schema, Str
+from zoo.schema.fields import (DERIVED, REQUIRED, Bool, Field, Int, List, Number, Optional, Schema,
+                               Str)
 from zoo.schema.checks import Checker, check_backbone_layer
 from zoo.architectures import faster_rcnn as c4
 from zoo.architectures.faster_rcnn import FasterRCNN

@@ -6,8 +6,8 @@ from symbols import ssd as symbols
 
 from zoo.schema.graph import effective_stride
 from zoo.metrics.arrays import to_numpy
-from zoo.schema.fields import DERIVED, FRACTION, REQUIRED, Bool, Field, Int, List, Number, Optional, \
-    Schema, Str
+from zoo.schema.fields import (DERIVED, FRACTION, REQUIRED, Bool, Field, Int, List, Number,
+                               Optional, Schema, Str)
 from zoo.schema.checks import Checker, check_backbone_layer
 from zoo.architectures.base import Architecture
 

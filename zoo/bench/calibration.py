@@ -18,8 +18,8 @@ import numpy as np
 
 from zoo.errors import OptionsError
 from zoo.predictor import Predictor
-from zoo.inference.quantization import (CALIB_MODES, COLLECTORS, MKLDNN_QUANTIZE, calibration_thresholds,
-                            quantize)
+from zoo.inference.quantization import (CALIB_MODES, COLLECTORS, MKLDNN_QUANTIZE,
+                                        calibration_thresholds, quantize)
 from zoo.config.registry import unknown_network
 from zoo.model import get_model
 from zoo.bench.timing import Stopwatch, print_line, seconds

@@ -8,8 +8,8 @@ Examples:
     zoo detect --checkpoint output/int8/ssd --list todo.txt clip.mp4 --every 10 --txt
 """
 from zoo.jobs.detect import FORMATS, DetectOptions, detect
-from zoo.cli.common import (add_batch_flag, add_checkpoint_flags, add_exif_flag, add_progress_flag, comma_list,
-                            fraction, options_from, positive_int)
+from zoo.cli.common import (add_batch_flag, add_checkpoint_flags, add_exif_flag, add_progress_flag,
+                            comma_list, fraction, options_from, positive_int)
 
 __all__ = ["add_arguments", "more_positionals", "run"]
 

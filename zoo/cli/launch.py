@@ -17,7 +17,8 @@ import sys
 from zoo.distributed.cluster import (CONNECT_TIMEOUT_VARIABLE, DEFAULT_CONNECT_TIMEOUT,
                                       DEFAULT_HOST_TIMEOUT)
 from zoo.distributed.launcher import LaunchOptions, launch
-from zoo.cli.common import nonnegative_float, nonnegative_int, options_from, positive_float, positive_int
+from zoo.cli.common import (nonnegative_float, nonnegative_int, options_from, positive_float,
+                            positive_int)
 
 __all__ = ["add_arguments", "run"]
 

@@ -16,9 +16,9 @@ from zoo.data.coco import COCODataset
 from zoo.data.dataset import DetectionDataset
 from zoo.data.loader import Batch, DetectionLoader
 from zoo.data.records import Record
-from zoo.data.transforms import (MEAN_PIXELS, STD_PIXELS, ShortSideTrainTransform, ShortSideValTransform,
-                         TrainTransform, ValTransform, inference_transform,
-                         train_transform)
+from zoo.data.transforms import (MEAN_PIXELS, STD_PIXELS, ShortSideTrainTransform,
+                                 ShortSideValTransform, TrainTransform, ValTransform,
+                                 inference_transform, train_transform)
 from zoo.data.voc import VOC_CLASSES, VOCDataset
 
 RECORDIO = ("LstDataset", "RecordDataset", "write_record_files")

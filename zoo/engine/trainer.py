@@ -254,8 +254,9 @@ class Trainer:
         kind = getattr(self.kvstore, "type", self.kvstore)
         self.distributed, self.synchronous = is_distributed(kind), is_synchronous(kind)
         if self.distributed and isinstance(self.kvstore, str):
-            raise ValueError("kvstore %r: create it first (zoo.distributed.cluster.create_dist_kvstore) "
-                             "and pass it, its rank picks the loader's shard" % kind)
+            raise ValueError("kvstore %r: create it first "
+                             "(zoo.distributed.cluster.create_dist_kvstore) and pass it, its "
+                             "rank picks the loader's shard" % kind)
         self.rank = getattr(self.kvstore, "rank", 0)
         self.num_workers = getattr(self.kvstore, "num_workers", 1)
         self.hooks = [hook for hook in hooks if self.rank == 0 or not hook.only_rank0]

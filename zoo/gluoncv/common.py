@@ -144,8 +144,9 @@ def _check_names(params, gluoncv_name, found, wanted):
     if extra or missing:
         raise GluonCVImportError(
             "%s: not a parameter file of GluonCV's %s: %d extra arrays (%s), %d missing "
-            "(%s); nothing was imported" % (params, gluoncv_name, len(extra), ", ".join(extra[:3]) or "none",
-                          len(missing), ", ".join(missing[:3]) or "none"))
+            "(%s); nothing was imported" % (params, gluoncv_name, len(extra),
+                                            ", ".join(extra[:3]) or "none", len(missing),
+                                            ", ".join(missing[:3]) or "none"))
 
 
 def gluon_arrays(net):

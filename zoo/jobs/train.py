@@ -55,7 +55,8 @@ class TrainOptions:
     pretrained_backbone: bool = False
     freeze: str = ""                     # regular expression of parameter names kept fixed
     resume: str = ""                     # an artifact prefix, or "auto" for this run's own
-    init_from: str = ""                  # an artifact prefix a new run starts from (zoo.engine.finetune)
+    init_from: str = ""                  # an artifact prefix a new run starts from
+                                         # (zoo.engine.finetune)
     init_epoch: Optional[int] = None     # its epoch (None: best validated, else newest)
     overwrite: bool = False              # start afresh over another run's checkpoints
     keep_last: int = 3                   # epochs kept besides the best validated one

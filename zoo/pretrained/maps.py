@@ -74,7 +74,8 @@ def _mobilenetv2(backbone):
     for i in range(1, len(MOBILENET_BLOCKS)):
         theirs = "features.%d.out" % (i + 2)
         # Gluon indexes the block's children with its ReLU6s, and block 1 has no expansion.
-        layers = ["dwise", "project"] if MOBILENET_BLOCKS[i][2] == 1 else ["expand", "dwise", "project"]
+        layers = (["dwise", "project"] if MOBILENET_BLOCKS[i][2] == 1
+                  else ["expand", "dwise", "project"])
         for k, layer in enumerate(layers):
             conv_and_bn("block%d_%s" % (i, layer), "%s.%d" % (theirs, 3 * k),
                         "%s.%d" % (theirs, 3 * k + 1))
