@@ -361,8 +361,9 @@ def test_benchmark_names_what_the_fastest_deployment_gives_up_on_a_dataset(
     assert scores["onnxruntime fp32"].value == pytest.approx(expected, abs=0.02)  # one graph
     (fastest,) = result.fastest
     side = fastest.subject.split(":")[0]
-    assert lines[-1] == ("accuracy cost of %s: VOC07 mAP %.4f against %.4f for ours fp32 "
-                         "(%+.1f points)" % (side, scores[side].value, expected,
-                                             100 * (scores[side].value - expected)))
+    assert lines[-1] == ("accuracy cost of the fastest at batch 1, %s: VOC07 mAP %.4f against "
+                         "%.4f for ours fp32 (%+.1f points)" % (
+                             side, scores[side].value, expected,
+                             100 * (scores[side].value - expected)))
     with pytest.raises(zoo.errors.OptionsError, match="--checkpoint and --compare all$"):
         BenchmarkOptions(checkpoint=trained, data_root=shapes192)

@@ -57,10 +57,11 @@ def format_score(s, split):
     return "accuracy of %s on %s: %s %.4f" % (s.side, split, s.metric, s.value)
 
 
-def format_cost(fastest_side, scores):
-    """The line naming what ``fastest_side`` gives up against :data:`REFERENCE`."""
+def format_cost(batch_size, fastest_side, scores):
+    """The line naming what ``fastest_side``, the fastest at ``batch_size``, gives up
+    against :data:`REFERENCE`."""
     by_side = {s.side: s for s in scores}
     ours, reference = by_side[fastest_side], by_side[REFERENCE]
-    return ("accuracy cost of %s: %s %.4f against %.4f for %s (%+.1f points)"
-            % (fastest_side, ours.metric, ours.value, reference.value, REFERENCE,
-               100 * (ours.value - reference.value)))
+    return ("accuracy cost of the fastest at batch %d, %s: %s %.4f against %.4f for %s "
+            "(%+.1f points)" % (batch_size, fastest_side, ours.metric, ours.value,
+                                reference.value, REFERENCE, 100 * (ours.value - reference.value)))

@@ -35,7 +35,7 @@ from zoo.errors import DataError
 from zoo.metrics.coco import corners_to_xywh, default_category_id
 
 __all__ = ["BatchDetector", "BatchRunner", "DatasetImages", "Detections", "ImageList",
-           "label_names", "rgb_image", "write_coco_results"]
+           "label_names", "lower_priority", "rgb_image", "write_coco_results"]
 
 EXPECTED_IMAGE = ("a path or an RGB uint8 array of shape HxW (gray), HxWx3 or HxWx4 "
                   "(alpha dropped)")

@@ -24,6 +24,7 @@ import numpy as np
 
 from zoo.errors import DataError, OptionsError
 from zoo.inference.inputs import InputImages, expand_inputs
+from zoo.inference.runner import lower_priority
 from zoo.inference.visualize import ENCODINGS, draw, pixel_box, save_image
 
 __all__ = ["DetectOptions", "DetectSummary", "FORMATS", "detect", "open_detector"]
@@ -183,7 +184,9 @@ class Writer:
 
     def __init__(self, output, class_names, pictures, crops, txt):
         self.output, self.pictures, self.crops, self.txt = output, pictures, crops, txt
-        self.pool = ThreadPoolExecutor(WRITERS)
+        # idle priority, as the decoding threads: a writer preempting one of the runtime's
+        # threads stalls the whole parallel pass at its next barrier
+        self.pool = ThreadPoolExecutor(WRITERS, initializer=lower_priority)
         self.pending = collections.deque()
         folders = ([""] + (["pictures"] if pictures else []) + (["labels"] if txt else [])
                    + ([os.path.join("crops", name) for name in class_names] if crops else []))
