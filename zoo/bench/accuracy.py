@@ -2,8 +2,8 @@
 also scores each deployment of the trained artifact on that split, as ``zoo eval`` scores
 it (VOC07 mAP for a VOC split, COCO AP for a COCO one), and names the accuracy the fastest
 one gives up against the artifact itself in MXNet. Its OpenVINO int8 model is then
-calibrated on the split's first images, as ``zoo export --int8`` calibrates, instead of on
-the random benchmark input.
+calibrated on the first images of another split of the dataset (``calib_split``, default
+``train``), as ``zoo export --int8`` calibrates, instead of on the random benchmark input.
 """
 import os
 from dataclasses import dataclass

@@ -80,10 +80,11 @@ class BenchmarkOptions:
     plot: Optional[str] = None           # PNG of images/s against batch size
     profile: bool = False                # time each part of our graphs too
     # compare all on a trained checkpoint: also score each deployment on this dataset split
-    # (zoo.bench.accuracy), its int8 calibrated on the split's first calib_images images
+    # (zoo.bench.accuracy), its int8 calibrated on the first calib_images of calib_split
     data_root: Optional[str] = None
     dataset: str = "voc"
     split: str = "val"
+    calib_split: str = "train"           # not the scored split: no image scored calibrates
     annotations: Optional[str] = None    # coco: the annotation file ({split}: the split)
     image_dir: Optional[str] = None      # coco: the image folder ({split}: the split)
     calib_images: int = 32
@@ -114,12 +115,13 @@ class BenchmarkOptions:
         if self.calib_images < 1:
             raise OptionsError("calib_images must be at least 1, got %d" % self.calib_images)
 
-    def data_split(self):
-        """The :class:`zoo.jobs.datasets.DataSplit` accuracy is measured on, or None."""
+    def data_split(self, split=None):
+        """The :class:`zoo.jobs.datasets.DataSplit` accuracy is measured on (or ``split`` of
+        the same dataset), or None without a dataset."""
         from zoo.jobs.datasets import DataSplit
         if not self.data_root:
             return None
-        return DataSplit(self.dataset, self.data_root, self.split,
+        return DataSplit(self.dataset, self.data_root, split or self.split,
                          annotations=self.annotations, image_dir=self.image_dir)
 
 
@@ -391,7 +393,7 @@ def deployed_subjects(options, model, ours, scratch):
     inputs = {batch_size: model.input_arrays(random_images(model.input_shapes(batch_size)["data"]))
               for batch_size in options.batch_sizes}
     onnx_path = fp32_export(options, model, ours, os.path.join(scratch, "fp32.onnx"))
-    split = options.data_split()
+    split = options.data_split(options.calib_split)
     calibration = ([inputs[max(options.batch_sizes)]] if split is None else
                    calibration_batches(onnx_path, split, options.calib_images))
     files = deployed_graphs(onnx_path, calibration, scratch)

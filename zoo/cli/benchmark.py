@@ -73,7 +73,7 @@ def add_arguments(p):
     accuracy = p.add_argument_group(
         "accuracy", "with --checkpoint and --compare all: score each deployment on a dataset "
                     "split (as zoo eval does) and name what the fastest gives up; the "
-                    "OpenVINO int8 model is then calibrated on the split's first images")
+                    "OpenVINO int8 model is then calibrated on --calib-split's first images")
     accuracy.add_argument("--data-root", default=None, help="dataset folder to score on")
     accuracy.add_argument("--dataset", choices=KINDS, default="voc", help="its format")
     accuracy.add_argument("--split", default="val", help="split to score on")
@@ -81,8 +81,10 @@ def add_arguments(p):
                           help="coco: the annotation file ('{split}': the split)")
     accuracy.add_argument("--image-dir", default=None, metavar="DIR",
                           help="coco: the image folder ('{split}': the split)")
+    accuracy.add_argument("--calib-split", default="train",
+                          help="split the int8 model is calibrated on (not the scored one)")
     accuracy.add_argument("--calib-images", type=positive_int, default=32,
-                          help="images of the split the int8 model is calibrated on")
+                          help="first images of --calib-split calibrated on")
 
 
 def run(args):
