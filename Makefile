@@ -22,12 +22,8 @@ demo: $(STAMP)
 check: $(STAMP)
 	$(PY) -m zoo check
 
-# A fixed mmap threshold gives large arrays back to the system when freed (glibc's moving
-# threshold otherwise keeps them in the heap after the first big free, and a worker's
-# resident size grows file after file).
 test: $(STAMP)
-	MALLOC_ARENA_MAX=2 MALLOC_MMAP_THRESHOLD_=1048576 $(PY) -m pytest -m "not slow" -q -n 2 \
-		--dist loadfile
+	MALLOC_ARENA_MAX=2 $(PY) -m pytest -m "not slow" -q -n 2 --dist loadfile
 
 test-slow: $(STAMP)
 	$(PY) -m pytest -m slow -q
