@@ -23,20 +23,15 @@ class Score:
     value: float
 
 
-def split_images(split, count):
-    """The first ``count`` images of ``split`` (a :class:`zoo.jobs.datasets.DataSplit`):
-    files, or decoded where the dataset keeps them in a record file."""
-    dataset = split.open()
-    return [dataset.image_path(i) or dataset[i][0] for i in range(min(count, len(dataset)))]
-
-
 def calibration_batches(onnx_path, split, count, batch_size=4):
     """The graph inputs of the first ``count`` images of ``split``, prepared as the file
     ``onnx_path`` prepares images once deployed."""
+    from zoo.jobs.datasets import first_images
     from zoo.onnx.runtime import OnnxDetector
     detector = OnnxDetector(onnx_path)
-    return [detector.inputs(batch.data, batch.im_info) for batch in
-            detector.runner.batches(ImageList(split_images(split, count)), batch_size)]
+    images = ImageList(first_images(split.open(), count))
+    return [detector.inputs(batch.data, batch.im_info)
+            for batch in detector.runner.batches(images, batch_size)]
 
 
 def score(side, checkpoint, epoch, split, scratch):

@@ -8,7 +8,7 @@ import numpy as np
 from zoo.data.factory import open_dataset
 from zoo.errors import DataError, OptionsError
 
-__all__ = ["DataSplit", "class_lookup", "open_for_artifact", "relabel"]
+__all__ = ["DataSplit", "class_lookup", "first_images", "open_for_artifact", "relabel"]
 
 
 @dataclass(frozen=True)
@@ -36,6 +36,12 @@ class DataSplit:
         """The dataset of this split."""
         return open_dataset(self.kind, self.root, self.split, self.skip_bad, self.annotations,
                             self.image_dir)
+
+
+def first_images(dataset, count):
+    """The first ``count`` images of ``dataset`` (what int8 calibrates on): files, or decoded
+    where the dataset keeps them in a record file."""
+    return [dataset.image_path(i) or dataset[i][0] for i in range(min(count, len(dataset)))]
 
 
 def open_for_artifact(split, loaded, class_map=None):

@@ -7,7 +7,7 @@ import time
 
 from zoo.errors import DataError, OptionsError
 from zoo.inference.runner import ImageList
-from zoo.jobs.datasets import DataSplit, open_for_artifact
+from zoo.jobs.datasets import DataSplit, first_images, open_for_artifact
 
 __all__ = ["check_runs", "export_openvino"]
 
@@ -88,8 +88,7 @@ def calibration_images(source, split, options):
         dataset = split.open()
     if len(dataset) == 0:
         raise DataError("%s: no images to calibrate on" % split)
-    count = min(options.calib_images, len(dataset))
-    return [dataset.image_path(i) or dataset[i][0] for i in range(count)]
+    return first_images(dataset, options.calib_images)
 
 
 def source_name(source, options):
