@@ -292,7 +292,7 @@ def test_a_reference_mxnet_cannot_run_is_left_out_in_one_line(monkeypatch):
     lines = []
     result = benchmark(BenchmarkOptions(network=NETWORK, data_shape=128, runs=1, warmup=0,
                                         batch_sizes=(1, 2), compare="gluoncv"), log=lines.append)
-    assert lines.count("gluoncv int8: broken 128x128: cannot run in this MXNet (Check failed: "
+    assert lines.count("gluoncv int8: broken 128x128: cannot run at batch 1 (Check failed: "
                        "type_flag_: data type do not match); left out") == 1
     assert [m.subject.split(":")[0] for m in result.measurements] == [
         "ours fp32", "gluoncv fp32"] * 2

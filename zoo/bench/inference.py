@@ -569,8 +569,9 @@ def last_line(error):
 
 def _measured(options, model, ours, references, log):
     """Measure ``ours`` and ``references`` at each batch size. A reference that MXNet cannot
-    run (GluonCV's FPN under ``quantize_net``, for one) is named in one line and left out,
-    so that the others are still compared; one of ours that fails stops the benchmark."""
+    run (GluonCV's FPN under ``quantize_net``; GluonCV's Faster R-CNNs at a batch above 1) is
+    named in one line and left out from then on, so that the others are still compared; one
+    of ours that fails stops the benchmark."""
     left_out = set()
     peaks = measure_peaks(ours)
     log(format_peaks(peaks))
@@ -587,8 +588,8 @@ def _measured(options, model, ours, references, log):
                 if subject not in references:
                     raise
                 left_out.add(subject.label)
-                log("%s: cannot run in this MXNet (%s); left out"
-                    % (subject.label, last_line(err)))
+                log("%s: cannot run at batch %d (%s); left out"
+                    % (subject.label, batch_size, last_line(err)))
                 continue
             log(format_measurement(measured[subject.label]))
         measurements.extend(measured.values())
