@@ -6,6 +6,7 @@ import threading
 
 import cv2
 import numpy as np
+import simplejpeg
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
@@ -124,9 +125,12 @@ def encode_image(image_rgb, extension):
     if encoding is None:
         raise ValueError("cannot write a %r picture: expected one of %s"
                          % (extension, ", ".join(sorted(ENCODINGS))))
-    params = [cv2.IMWRITE_JPEG_QUALITY, JPEG_QUALITY] if encoding == ".jpg" else []
-    ok, encoded = cv2.imencode(encoding, cv2.cvtColor(np.asarray(image_rgb), cv2.COLOR_RGB2BGR),
-                               params)
+    if encoding == ".jpg":
+        # libjpeg-turbo through simplejpeg, the library that decodes the zoo's JPEGs; 4:2:0
+        # chroma subsampling, as OpenCV's encoder had by default.
+        return simplejpeg.encode_jpeg(np.ascontiguousarray(image_rgb), quality=JPEG_QUALITY,
+                                      colorspace="RGB", colorsubsampling="420")
+    ok, encoded = cv2.imencode(encoding, cv2.cvtColor(np.asarray(image_rgb), cv2.COLOR_RGB2BGR))
     if not ok:
         raise ValueError("could not encode the image as %s" % encoding)
     return encoded.tobytes()
