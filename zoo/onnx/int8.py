@@ -1,11 +1,11 @@
 """Int8 quantization of an exported ONNX detector, calibrated on the user's images: the graph
 gets ``QuantizeLinear``/``DequantizeLinear`` pairs (QDQ) that OpenVINO runs as int8 layers.
 
-Why the zoo's own thresholds rather than NNCF: NNCF needs numpy >= 1.24 and MXNet 1.9.1 numpy <
-1.24, so they cannot share an environment; and NNCF failed on the FPN export (its in-graph anchors).
-The thresholds here are the zoo's naive calibration (:mod:`zoo.inference.quantization` ``naive``):
-each quantized layer's input range is the min and max observed over the calibration images, run on
-ONNX Runtime.
+Why the zoo's own thresholds rather than NNCF: NNCF needs numpy >= 1.24 and MXNet 1.9.1
+numpy < 1.24, so they cannot share an environment; and NNCF failed on the FPN export (its
+in-graph anchors). The thresholds here are the zoo's naive calibration
+(:mod:`zoo.inference.quantization` ``naive``): each quantized layer's input range is the min
+and max observed over the calibration images, run on ONNX Runtime.
 
 What is quantized: the input of every ``Conv`` and ``Gemm`` whose weights are constants
 (but the first convolution, on the image's 3 channels),

@@ -1,10 +1,10 @@
 """Whether two detectors find the same objects: the check that an ONNX export detects what
 its MXNet graph does.
- Two lists of :class:`zoo.inference.detector.Detections` agree when, image by image, their
+
+Two lists of :class:`zoo.inference.detector.Detections` agree when, image by image, their
 :data:`TOP` best detections have the same classes in the same order, scores within
-``score_tolerance`` and box corners within ``box_tolerance`` of the image's longer side; detections
-whose
-scores are that close may come in either order (:func:`compare`).
+``score_tolerance`` and box corners within ``box_tolerance`` of the image's longer side;
+detections whose scores are that close may come in either order (:func:`compare`).
 """
 from dataclasses import dataclass, field
 
