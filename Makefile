@@ -22,8 +22,10 @@ demo: $(STAMP)
 check: $(STAMP)
 	$(PY) -m zoo check
 
+# --max-worker-restart 0: a crashed worker ends the run with its report. pytest-xdist 3.8
+# replaces it otherwise, and under --dist loadfile the run can then hang at its end.
 test: $(STAMP)
-	MALLOC_ARENA_MAX=2 $(PY) -m pytest -m "not slow" -q -n 2 --dist loadfile
+	MALLOC_ARENA_MAX=2 $(PY) -m pytest -m "not slow" -q -n 2 --dist loadfile --max-worker-restart 0
 
 test-slow: $(STAMP)
 	$(PY) -m pytest -m slow -q

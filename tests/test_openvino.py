@@ -196,6 +196,31 @@ print(sorted(name for name, module in sys.modules.items()
     assert done.stdout.splitlines() == ["3 %s" % sorted(NAMES), "[]"]
 
 
+def test_a_signal_after_detectors_come_and_go_is_handled(toy_ir, tmp_path):
+    """OpenVINO's CPU plugin gives the thread that compiles an alternate signal stack per
+    Core, and puts back the one it found when that Core goes. Detectors dropped in the order
+    they came must not leave the thread on a freed stack, where the next signal (Ctrl-C,
+    SIGTERM) would kill the process with SIGSEGV and no traceback."""
+    code = """
+import gc, os, signal
+import zoo
+first = zoo.load_deployed_detector(%r, threads=1)
+second = zoo.load_deployed_detector(%r, threads=1)
+del first
+gc.collect()
+del second
+gc.collect()
+signal.signal(signal.SIGINT, lambda number, frame: print("handled", flush=True))
+os.kill(os.getpid(), signal.SIGINT)
+print("went on")
+""" % (toy_ir[0], toy_ir[0])
+    env = dict(os.environ, PYTHONPATH=ROOT, OMP_NUM_THREADS="1")
+    done = subprocess.run([sys.executable, "-c", code], cwd=str(tmp_path), env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert (done.returncode, done.stdout.split()) == (0, ["handled", "went", "on"]), \
+        done.stderr[-2000:]
+
+
 @pytest.mark.parametrize("flags,expected", [
     (["--format", "onnx", "--int8"], "int8 is calibrated into an OpenVINO model: it needs "
                                      "format openvino (zoo quantize makes an MXNet int8 "

@@ -63,8 +63,7 @@ def session(path):
         import onnxruntime
         runtime = onnxruntime.InferenceSession(path, providers=["CPUExecutionProvider"])
         return lambda inputs: runtime.run(None, inputs)
-    import openvino
-    from zoo.onnx.openvino_runtime import compile_config
-    request = openvino.Core().compile_model(path, "CPU", compile_config(None)) \
+    from zoo.onnx.openvino_runtime import compile_config, shared_core
+    request = shared_core().compile_model(path, "CPU", compile_config(None)) \
         .create_infer_request()
     return request.infer

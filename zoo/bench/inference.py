@@ -335,11 +335,12 @@ def onnxruntime_session(path):
 def openvino_session(path):
     """``run(inputs) -> outputs`` of the ONNX file on OpenVINO's CPU plugin in fp32 (its
     default on CPUs with bf16 units is bf16, which moves scores by about 3e-4)."""
+    from zoo.onnx.openvino_runtime import shared_core
     try:
-        import openvino
+        core = shared_core()
     except ImportError:
         raise OptionsError("--compare openvino needs OpenVINO: pip install openvino") from None
-    compiled = openvino.Core().compile_model(path, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+    compiled = core.compile_model(path, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
     return lambda inputs: compiled(inputs)
 
 

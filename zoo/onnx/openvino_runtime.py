@@ -9,6 +9,7 @@ runs as int8 layers). The graph's inputs and output are the ONNX export's, and i
 ``class_names``, ``preprocessing``, ``graph_preprocessing``, see :mod:`zoo.onnx.runtime`)
 and ``precision``: JSON ``{"dtype": "fp32"}`` or ``{"dtype": "int8", "calibration": {...}}``.
 """
+import functools
 import json
 import os
 from collections import namedtuple
@@ -19,7 +20,7 @@ from zoo.onnx.runtime import (IMAGE_INPUTS, OnnxModelError, check_format, check_
                       metadata_json, metadata_value)
 
 __all__ = ["OpenVinoDetector", "SUFFIX", "compile_config", "layer_precisions",
-           "load_openvino_detector", "write_ir"]
+           "load_openvino_detector", "shared_core", "write_ir"]
 
 SUFFIX = ".xml"
 INSTALL = "pip install 'mxnet-detection-zoo[openvino]'"
@@ -50,7 +51,7 @@ class OpenVinoDetector(BatchDetector):
 
     def __init__(self, path, threads=None, exif="apply"):
         self.path = os.fspath(path)
-        core = _core()
+        core = shared_core()
         model = read_model(core, self.path)
         metadata = rt_metadata(model)
         check_format(self.path, metadata)
@@ -92,7 +93,15 @@ def compile_config(threads):
     return config
 
 
-def _core():
+@functools.lru_cache(maxsize=None)
+def shared_core():
+    """The process's one ``openvino.Core``, kept until the process ends.
+
+    Why one: OpenVINO's CPU plugin (2026.4) gives the thread that compiles a model an
+    alternate signal stack of its own, one per Core, and puts back the one it found when
+    that Core goes. Two Cores that go in the order they came leave the thread on the first
+    one's unmapped stack, and the next signal delivered there (Ctrl-C, SIGTERM) kills the
+    process with SIGSEGV and no traceback. One Core never puts a stack back."""
     try:
         import openvino
     except ImportError:
