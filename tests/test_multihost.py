@@ -276,6 +276,38 @@ def test_test_hosts_are_removed_when_their_start_fails(test_hosts, tmp_path, mon
     assert sorted(os.listdir(str(tmp_path))) == ["host-1", "host-2", "own"]
 
 
+def test_a_start_removes_what_killed_runs_left_and_nothing_else(test_hosts, tmp_path):
+    """A run killed before its clean-up leaves namespaces and interfaces named after its
+    process: the next start removes those of processes that no longer run (and the
+    processes in them), and keeps those of running ones (here, this one's)."""
+    ended = subprocess.Popen(["sleep", "0"])
+    ended.wait()
+    stale_namespace, stale_bridge = "zooth%xx0-1" % ended.pid, "zbr%xx0" % ended.pid
+    kept = "zooth%xx99-1" % os.getpid()
+    made = [["netns", "add", stale_namespace], ["link", "add", stale_bridge, "type", "bridge"],
+            ["netns", "add", kept]]
+    orphan = None
+    try:
+        for argv in made:
+            subprocess.run(["ip"] + argv, check=True)
+        orphan = subprocess.Popen(["ip", "netns", "exec", stale_namespace, "sleep", "120"])
+        hosts = testhosts.TestHosts(1, str(tmp_path))
+        with hosts:
+            left = interfaces_and_namespaces()
+        assert sorted(hosts.removed) == sorted([stale_namespace, stale_bridge])
+        assert orphan.wait(timeout=10) == -signal.SIGKILL
+        assert stale_namespace not in left and stale_bridge not in left and kept in left
+        assert hosts.namespaces[0] in left and hosts.namespaces[0] not in \
+            interfaces_and_namespaces()
+    finally:
+        if orphan is not None:
+            orphan.kill()
+            orphan.wait()
+        subprocess.run(["ip", "netns", "del", kept], capture_output=True)
+        subprocess.run(["ip", "netns", "del", stale_namespace], capture_output=True)
+        subprocess.run(["ip", "link", "del", stale_bridge], capture_output=True)
+
+
 @pytest.mark.slow
 def test_readme_two_host_training_resumes_exactly(test_hosts):
     """Stopped after epoch 1, the checkpoint copied to the other host, and resumed: the same

@@ -11,8 +11,10 @@ machine several addresses, one of them unreachable from the hosts.
 Nothing leaves the namespaces and interfaces created here: the subnet is one that no
 interface or route of this machine uses, and the namespaces have no route beyond it.
 :meth:`TestHosts.close` removes them all (processes, namespaces, interfaces, keys), also
-after a failed start. Needs root, ``ip`` (iproute2), ``unshare``, ``ssh``, ``ssh-keygen``
-and ``sshd`` (Debian: ``apt-get install openssh-server``).
+after a failed start; what a killed process could not remove, the next start removes
+(:func:`remove_leftovers`: the names carry the pid of the process that made them). Needs
+root, ``ip`` (iproute2), ``unshare``, ``ssh``, ``ssh-keygen`` and ``sshd`` (Debian:
+``apt-get install openssh-server``).
 
     with TestHosts(2, "/tmp/zoo-testhosts") as hosts:
         print(hosts.host_file, hosts.ssh_config)   # for zoo launch -H ... --ssh-config ...
@@ -21,6 +23,7 @@ import argparse
 import getpass
 import itertools
 import os
+import re
 import shutil
 import signal
 import socket
@@ -36,6 +39,9 @@ SSHD = "/usr/sbin/sshd"
 TOOLS = ("ip", "unshare", "mount", "ssh", "ssh-keygen")
 READY_SECONDS = 10.0
 _INSTANCES = itertools.count()
+# What an instance names: zooth<tag>-I (namespaces), zbr<tag> (bridge), zot<tag>[p] (the
+# other interface), zv<tag>-I (the hosts' veths here); <tag> is <pid>x<instance>, in hex.
+OWNED_NAME = re.compile(r"(?:zooth|zbr|zot|zv)([0-9a-f]+)x[0-9a-f]+(?:-\d+|p)?")
 # sshd refuses to start without its privilege-separation folder (the package makes it at boot).
 PRIVSEP_DIR = "/run/sshd"
 
@@ -65,6 +71,56 @@ def run(argv, check=True):
     return done.stdout
 
 
+def owner_pid(name):
+    """The pid of the process whose :class:`TestHosts` named the namespace or interface
+    ``name``, or None for a name it did not give."""
+    match = OWNED_NAME.fullmatch(name)
+    return int(match.group(1), 16) if match else None
+
+
+def running(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    return True
+
+
+def leftovers():
+    """``(namespaces, interfaces)`` here named by :class:`TestHosts` of processes that no
+    longer run (killed before their clean-up)."""
+    namespaces = [line.split()[0] for line in run(["ip", "netns", "list"]).splitlines()
+                  if line.strip()]
+    # "331: zv1f2x0-1@if330: <BROADCAST,...": the name, without its peer.
+    interfaces = [line.split(":")[1].strip().split("@")[0]
+                  for line in run(["ip", "-o", "link", "show"]).splitlines()]
+    return tuple([name for name in names if owner_pid(name) is not None
+                  and not running(owner_pid(name))] for names in (namespaces, interfaces))
+
+
+def remove_leftovers():
+    """Remove what :func:`leftovers` finds, the processes in those namespaces first; returns
+    the names removed."""
+    namespaces, interfaces = leftovers()
+    for namespace in namespaces:
+        kill_all(namespace)
+        run(["ip", "netns", "del", namespace], check=False)
+    for interface in interfaces:  # a veth may already be gone with its peer
+        run(["ip", "link", "del", interface], check=False)
+    return namespaces + interfaces
+
+
+def kill_all(namespace):
+    """SIGKILL every process in the network namespace ``namespace``."""
+    for pid in run(["ip", "netns", "pids", namespace], check=False).split():
+        try:
+            os.kill(int(pid), signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
 def used_subnets():
     """The third octets of 10.231.x.y that any address or route of this machine mentions."""
     text = run(["ip", "-4", "-o", "addr"]) + run(["ip", "-4", "route", "show", "table", "all"])
@@ -89,11 +145,12 @@ class TestHosts:
             raise ValueError("need at least one test host, got %d" % count)
         self.count, self.base = count, os.path.abspath(base)
         # Names unique to this instance, short enough for interfaces (15 characters).
-        self.tag = "%x%x" % (os.getpid(), next(_INSTANCES))
+        self.tag = "%xx%x" % (os.getpid(), next(_INSTANCES))  # see OWNED_NAME
         self.bridge, self.other_link = "zbr" + self.tag, "zot" + self.tag
         self.namespaces = ["zooth%s-%d" % (self.tag, i) for i in range(1, count + 1)]
         self.sshds, self.started = [], []
         self.third = None
+        self.removed = []  # leftovers of killed runs that start() removed
 
     # -- where things are ------------------------------------------------------------------
     def address(self, index):
@@ -145,6 +202,7 @@ class TestHosts:
     def start(self):
         """Create everything; on any failure remove what was made and raise."""
         try:
+            self.removed = remove_leftovers()
             self.third = free_subnet()
             self._make_files()
             self._make_links()
@@ -272,11 +330,7 @@ class TestHosts:
     def close(self):
         """Stop every process on the hosts, remove the namespaces, interfaces and keys."""
         for namespace in [name for kind, name in self.started if kind == "netns"]:
-            for pid in run(["ip", "netns", "pids", namespace], check=False).split():
-                try:
-                    os.kill(int(pid), signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
+            kill_all(namespace)
         for sshd in self.sshds:
             sshd.wait()
         for kind, name in reversed(self.started):
@@ -329,6 +383,8 @@ def main(argv=None):
         signal.signal(signum, _stop)
     try:
         with TestHosts(args.count, args.base) as hosts:
+            if hosts.removed:
+                print("removed what killed runs left: %s" % ", ".join(hosts.removed))
             print("test hosts %s up; zoo launch -H %s --ssh-config %s; on host I, %s is %s; "
                   "Ctrl-C removes them" % (", ".join(hosts.addresses), hosts.host_file,
                                            hosts.ssh_config, hosts.own,
