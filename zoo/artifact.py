@@ -34,6 +34,7 @@ from zoo import predictor as deploy
 from zoo.version import __version__
 from zoo.errors import ConfigError
 from zoo.config.loading import class_names
+from zoo.process import running
 from zoo.model import DetectionModel, build_model
 
 __all__ = ["Artifact", "ArtifactError", "FORMAT_VERSION", "OptimizerState", "atomic_write",
@@ -531,20 +532,10 @@ def clean_temporary_files(prefix):
     removed = []
     for path in glob.glob(glob.escape(prefix) + "-*.tmp-*"):
         match = _TEMPORARY.fullmatch(path[len(prefix):])
-        if match and not _running(int(match.group(3))):
+        if match and not running(int(match.group(3))):
             os.remove(path)
             removed.append(path)
     return sorted(removed)
-
-
-def _running(pid):
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 # Format 1

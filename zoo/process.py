@@ -7,7 +7,8 @@ import re
 import sys
 import tempfile
 
-__all__ = ["ENGINE_NOTICE", "SYNCHRONOUS_ENGINE", "configure", "gpu_ids", "start_engine_on_import"]
+__all__ = ["ENGINE_NOTICE", "SYNCHRONOUS_ENGINE", "configure", "gpu_ids", "running",
+           "start_engine_on_import"]
 
 SYNCHRONOUS_ENGINE = "NaiveEngine"
 ENGINE_NOTICE = "MXNet start using engine: "
@@ -109,3 +110,14 @@ def gpu_ids(devices):
     if not match:
         raise ValueError("must be 'cpu' or 'gpuN[,M...]', got %r" % (devices,))
     return [int(i) for i in match.group(1).split(",")] if match.group(1) else []
+
+
+def running(pid):
+    """Whether a process ``pid`` runs (one of another user's included)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    return True

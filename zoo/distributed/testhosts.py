@@ -31,6 +31,8 @@ import subprocess
 import sys
 import time
 
+from zoo.process import running
+
 __all__ = ["TestHosts", "TestHostsError", "main", "missing_requirement"]
 
 SUBNET_PREFIX = "10.231"
@@ -76,16 +78,6 @@ def owner_pid(name):
     ``name``, or None for a name it did not give."""
     match = OWNED_NAME.fullmatch(name)
     return int(match.group(1), 16) if match else None
-
-
-def running(pid):
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass
-    return True
 
 
 def leftovers():
