@@ -88,8 +88,13 @@ def leftovers():
     # "331: zv1f2x0-1@if330: <BROADCAST,...": the name, without its peer.
     interfaces = [line.split(":")[1].strip().split("@")[0]
                   for line in run(["ip", "-o", "link", "show"]).splitlines()]
-    return tuple([name for name in names if owner_pid(name) is not None
-                  and not running(owner_pid(name))] for names in (namespaces, interfaces))
+    return tuple([name for name in names if ended(owner_pid(name))]
+                 for names in (namespaces, interfaces))
+
+
+def ended(pid):
+    """Whether ``pid`` (None: not a test host's name) is a process that no longer runs."""
+    return pid is not None and not running(pid)
 
 
 def remove_leftovers():
@@ -106,9 +111,14 @@ def remove_leftovers():
 
 def kill_all(namespace):
     """SIGKILL every process in the network namespace ``namespace``."""
-    for pid in run(["ip", "netns", "pids", namespace], check=False).split():
+    sigkill(int(pid) for pid in run(["ip", "netns", "pids", namespace], check=False).split())
+
+
+def sigkill(pids):
+    """SIGKILL each of ``pids`` still running."""
+    for pid in pids:
         try:
-            os.kill(int(pid), signal.SIGKILL)
+            os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
 
@@ -312,11 +322,7 @@ class TestHosts:
     def kill_processes(self, index):
         """SIGKILL every process on host ``index`` but its sshd; returns their pids."""
         pids = self.processes(index)
-        for pid in pids:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        sigkill(pids)
         return pids
 
     def close(self):
