@@ -291,3 +291,37 @@ def test_a_video_that_cannot_be_read_is_skipped_and_counted(prefix, photos, tmp_
     status, _, err = run(capsys, "--checkpoint", prefix, str(bad), "--output", output,
                          "--strict")
     assert status == 1 and err == "zoo detect: error: %s: cannot read a frame of the video\n" % bad
+
+
+def test_what_a_folder_leaves_out_is_named(prefix, photos, tmp_path, capsys, caplog):
+    folder = tmp_path / "phone"
+    (folder / "2024").mkdir(parents=True)
+    (folder / ".git").mkdir()
+    for name in ("IMG_0001.JPG", os.path.join("2024", "IMG_0003.jpg")):
+        (folder / name).write_bytes((photos / "photos" / "wide.jpg").read_bytes())
+    for name in ("IMG_0002.HEIC", "IMG_0004.HEIC", "notes.txt", "README", ".DS_Store",
+                 os.path.join(".git", "config")):
+        (folder / name).write_bytes(b"\0\0\0\x18ftypheic")
+    output = str(tmp_path / "out")
+    status, out, err = run(capsys, "--checkpoint", prefix, str(folder), "--output", output,
+                           "--no-progress")
+    assert status == 0, err
+    assert out.startswith("1 images, ")
+    assert ("%s: left out 4 file(s) of a type zoo detect does not read (.HEIC 2, .txt 1, "
+            "no extension 1); 1 subfolder(s) not searched (--recursive searches them)"
+            % folder) in caplog.text.splitlines()[0]
+    caplog.clear()
+    status, out, err = run(capsys, "--checkpoint", prefix, str(folder), "--recursive",
+                           "--output", output, "--no-progress")
+    assert status == 0 and out.startswith("2 images, "), err
+    assert caplog.text.splitlines()[0].endswith(
+        "%s: left out 4 file(s) of a type zoo detect does not read (.HEIC 2, .txt 1, "
+        "no extension 1)" % folder)
+    caplog.clear()
+    for name in ("IMG_0001.JPG", os.path.join("2024", "IMG_0003.jpg")):
+        (folder / name).unlink()
+    listing = tmp_path / "list.txt"
+    listing.write_text(str(folder) + "\n")  # a folder named in a list file is told of alike
+    status, _, err = run(capsys, "--checkpoint", prefix, "@%s" % listing, "--output", output)
+    assert status == 1 and err == "zoo detect: error: no images or videos in @%s\n" % listing
+    assert "%s: left out 4 file(s)" % folder in caplog.text

@@ -5,6 +5,7 @@ into one list of :class:`Input` s and read as a source of the one batch runner
 A file that cannot be read is skipped, not fatal, unless asked: a folder of photos often holds
 one broken or foreign file, and a user wants the others detected and the bad one named.
 """
+import collections
 import glob
 import os
 import threading
@@ -16,7 +17,8 @@ import cv2
 from zoo.errors import DataError, OptionsError
 from zoo.inference.runner import rgb_image
 
-__all__ = ["IMAGE_EXTENSIONS", "VIDEO_EXTENSIONS", "Input", "InputImages", "expand_inputs"]
+__all__ = ["IMAGE_EXTENSIONS", "VIDEO_EXTENSIONS", "Input", "InputImages", "expand_inputs",
+           "left_out_notices"]
 
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp")
 """Files a folder contributes as images (any case)."""
@@ -37,14 +39,59 @@ def is_video(path):
     return path.lower().endswith(VIDEO_EXTENSIONS)
 
 
+def folder_entries(folder, recursive):
+    """Every entry of ``folder`` (and of its subfolders if ``recursive``), as paths."""
+    if recursive:
+        return [os.path.join(root, name) for root, folders, names in os.walk(folder)
+                for name in names + folders]
+    return [os.path.join(folder, name) for name in os.listdir(folder)]
+
+
+def is_input_file(path):
+    """Whether a folder contributes ``path``: a file of an image or video extension."""
+    return os.path.isfile(path) and path.lower().endswith(IMAGE_EXTENSIONS + VIDEO_EXTENSIONS)
+
+
 def folder_files(folder, recursive):
     """The images and videos of ``folder`` (and its subfolders if ``recursive``), sorted."""
-    if recursive:
-        found = [os.path.join(root, name) for root, _, names in os.walk(folder) for name in names]
-    else:
-        found = [os.path.join(folder, name) for name in os.listdir(folder)]
-    return sorted(path for path in found if os.path.isfile(path)
-                  and path.lower().endswith(IMAGE_EXTENSIONS + VIDEO_EXTENSIONS))
+    return sorted(path for path in folder_entries(folder, recursive) if is_input_file(path))
+
+
+def left_out_notice(folder, recursive):
+    """The line saying what :func:`folder_files` leaves out of ``folder``: its files of
+    other types, counted by extension (a phone's ``.HEIC`` photos among them), and without
+    ``recursive`` the subfolders it does not search; None if nothing. Hidden entries
+    (``.DS_Store``, ``.git/``) go unmentioned."""
+    entries = [path for path in folder_entries(folder, recursive) if not hidden(path, folder)]
+    other = collections.Counter(os.path.splitext(path)[1] or "no extension" for path in entries
+                                if os.path.isfile(path) and not is_input_file(path))
+    subfolders = 0 if recursive else sum(map(os.path.isdir, entries))
+    parts = []
+    if other:
+        parts.append("%d file(s) of a type zoo detect does not read (%s)" % (
+            sum(other.values()), ", ".join("%s %d" % item for item in sorted(other.items()))))
+    if subfolders:
+        parts.append("%d subfolder(s) not searched (--recursive searches them)" % subfolders)
+    return "%s: left out %s" % (folder, "; ".join(parts)) if parts else None
+
+
+def hidden(path, folder):
+    """Whether ``path`` is hidden within ``folder``: a name on its way starts with a dot."""
+    return any(part.startswith(".") for part in os.path.relpath(path, folder).split(os.sep))
+
+
+def named_folders(specs):
+    """The folders the command-line ``specs`` name, directly or in a list file, once each."""
+    entries = (entry for spec in specs
+               for entry in (listed_paths(spec[len(LIST_PREFIX):])
+                             if spec.startswith(LIST_PREFIX) else [spec]))
+    return [entry for entry in dict.fromkeys(entries) if os.path.isdir(entry)]
+
+
+def left_out_notices(specs, recursive):
+    """:func:`left_out_notice` of each folder the ``specs`` name that leaves something out."""
+    notices = (left_out_notice(folder, recursive) for folder in named_folders(specs))
+    return [notice for notice in notices if notice]
 
 
 def listed_paths(list_file):

@@ -23,7 +23,8 @@ from typing import Optional, Tuple
 import numpy as np
 
 from zoo.errors import DataError, OptionsError
-from zoo.inference.inputs import InputImages, expand_inputs
+from zoo.inference.inputs import (LIST_PREFIX, InputImages, expand_inputs,
+                                  left_out_notices)
 from zoo.inference.runner import lower_priority
 from zoo.inference.visualize import ENCODINGS, draw, pixel_box, save_image
 
@@ -231,8 +232,11 @@ def describe(item, size, found, picture):
 
 def gather_inputs(options):
     """``(inputs, skipped)`` of :func:`zoo.inference.inputs.expand_inputs` for the options'
-    inputs and list files; with ``strict``, an unreadable video is a DataError."""
-    specs = tuple(options.inputs) + tuple("@" + path for path in options.lists)
+    inputs and list files; with ``strict``, an unreadable video is a DataError. Logs what
+    a named folder leaves out (:func:`~zoo.inference.inputs.left_out_notices`)."""
+    specs = tuple(options.inputs) + tuple(LIST_PREFIX + path for path in options.lists)
+    for notice in left_out_notices(specs, options.recursive):
+        LOG.warning(notice)
     inputs, skipped = expand_inputs(specs, options.recursive, options.every)
     if skipped and options.strict:
         raise DataError(skipped[0][1])
