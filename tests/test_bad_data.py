@@ -419,3 +419,26 @@ def test_sound_images_read(voc, make):
     assert dataset.verify() == 0
     image = dataset[1][0]
     assert image.shape == (SIZE, SIZE, 3) and np.abs(image.astype(int) - good).max() <= 0
+
+
+# ---- on the command line: the error names --skip-bad, the warning is one line ----
+
+def test_the_command_line_names_skip_bad_and_warns_in_one_line(voc, tmp_path):
+    """In a child process, so that Python's own warning display (not pytest's recorder)
+    shows the warning: one line, no file, line or source of the zoo's code."""
+    import subprocess
+    import sys
+    write(image_file(voc, "000003"), cut_with_end_marker(read(image_file(voc, "000003"))))
+    argv = [sys.executable, "-m", "zoo", "prepare-data", "--format", "voc", "--root", voc,
+            "--split", "train", "--output", str(tmp_path / "rec" / "train")]
+    strict = subprocess.run(argv, capture_output=True, text=True)
+    assert strict.returncode == 1
+    assert strict.stderr == ("zoo prepare-data: error: %s: corrupt JPEG: Corrupt JPEG data: "
+                             "premature end of data segment; --skip-bad skips such an image "
+                             "with a warning\n" % image_file(voc, "000003"))
+    skipping = subprocess.run(argv + ["--skip-bad"], capture_output=True, text=True)
+    assert skipping.returncode == 0, skipping.stderr
+    assert skipping.stderr.splitlines() == [
+        "zoo prepare-data: warning: %s: skipped 1 bad record; first: %s: corrupt JPEG: Corrupt "
+        "JPEG data: premature end of data segment"
+        % (os.path.join(voc, "ImageSets", "Main", "train.txt"), image_file(voc, "000003"))]

@@ -289,7 +289,8 @@ def test_a_bad_validation_image_stops_before_the_first_epoch(shapes, tmp_path, m
     monkeypatch.setattr(Trainer, "fit", lambda *args: pytest.fail("training started"))
     assert main(train_argv(root, tmp_path / "out")) == 1
     assert error_line(capsys) == ("zoo train: error: %s: corrupt JPEG: Corrupt JPEG data: "
-                                  "premature end of data segment" % path)
+                                  "premature end of data segment; --skip-bad skips such an "
+                                  "image with a warning" % path)
     assert not os.path.exists(tmp_path / "out") or not os.listdir(tmp_path / "out")
 
 

@@ -40,7 +40,10 @@ class PretrainedNotFound(FileNotFoundError):
 
 class DataError(ValueError):
     """A dataset file is missing or malformed; the message is one line naming the file
-    (and line, where there is one) and what is wrong."""
+    (and line, where there is one) and what is wrong. ``skippable``: whether ``skip_bad``
+    (``--skip-bad``) would have skipped the image instead of stopping."""
+
+    skippable = False
 
 
 class OptionsError(ValueError):

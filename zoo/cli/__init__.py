@@ -10,12 +10,18 @@ Each command is a module of this package with ``add_arguments(parser)`` and
 - SIGINT or SIGTERM: training stops at a batch boundary and names its last complete
   checkpoint; exit 130 (SIGINT) or 143 (SIGTERM), as a shell reports a killed command.
 
+A bad image or annotation that ``--skip-bad`` would have skipped says so in its error line.
+A warning (images skipped with ``--skip-bad``, ...) is one line too: ``zoo COMMAND: warning:
+...``, without Python's file, line and source.
+
 Anything else is a bug and keeps its traceback.
 """
+import contextlib
 import importlib
 import logging
 import signal
 import sys
+import warnings
 
 from zoo.jobs import LOG_FORMAT
 from zoo.cli.common import HelpFormatter, Parser
@@ -104,9 +110,11 @@ def main(argv=None):
                     % (args.command, " ".join(unknown)))
     logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
     try:
-        return command_module(args.command).run(args)
+        with one_line_warnings(args.command):
+            return command_module(args.command).run(args)
     except user_errors() as err:
-        return report(args.command, one_line(err), getattr(err, "exit_status", 1))
+        return report(args.command, one_line(err) + skip_hint(err, args),
+                      getattr(err, "exit_status", 1))
     except OSError as err:
         # The file system or the network refused (disk full, no permission, ...).
         return report(args.command, one_line(err), 1)
@@ -114,6 +122,33 @@ def main(argv=None):
         # Outside the training loop (which stops cleanly itself): nothing half-written is
         # kept, artifacts are written atomically.
         return report(args.command, "interrupted by SIGINT", 128 + signal.SIGINT)
+
+
+SKIP_HINT = "; --skip-bad skips such an image with a warning"
+
+
+def skip_hint(err, args):
+    """:data:`SKIP_HINT` for an error ``--skip-bad`` would have skipped (marked
+    ``skippable`` where it is raised) on a command that has the flag unset, else ``""``."""
+    unset = getattr(args, "skip_bad", None) is False
+    return SKIP_HINT if getattr(err, "skippable", False) and unset else ""
+
+
+@contextlib.contextmanager
+def one_line_warnings(command):
+    """Warnings shown as ``zoo COMMAND: warning: MESSAGE`` on one line (the category named
+    unless a UserWarning), not as Python's file, line and source line. Only the text
+    changes: a recorder of warnings (``pytest.warns``) still gets each one whole."""
+    default = warnings.formatwarning
+
+    def formatted(message, category, *_):
+        kind = "" if category is UserWarning else category.__name__ + ": "
+        return "zoo %s: warning: %s%s\n" % (command, kind, one_line(message))
+    warnings.formatwarning = formatted
+    try:
+        yield
+    finally:
+        warnings.formatwarning = default
 
 
 def report(command, message, status):

@@ -179,6 +179,7 @@ class DetectionLoader:
             item, key = self.dataset[index], (index,)
         except DataError as err:
             if not self.skip_bad:
+                err.skippable = True  # the command line's error names --skip-bad
                 raise
             bad.setdefault(index, str(err))
             replacement, item = self.replacement(index, order, bad)

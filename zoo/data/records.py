@@ -106,6 +106,7 @@ class SkipPolicy:
     def reject(self, error):
         """Handle one bad record's :class:`DataError`."""
         if not self.skip_bad:
+            error.skippable = True  # the command line's error names --skip-bad
             raise error
         self.reasons.append(str(error))
 
