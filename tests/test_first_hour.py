@@ -43,6 +43,10 @@ def test_benchmark_detector_reads_every_image_format_and_names_the_rest(tmp_path
                      "--batch-size", "2", "--runs", "1"]) == 0
     out = capsys.readouterr().out
     assert "batch 2, 5 images:" in out
+    machine = out.splitlines()[0]  # the figures name the machine and the OpenMP settings
+    assert machine.startswith("machine: %d cores (" % len(os.sched_getaffinity(0)))
+    assert machine.endswith("; OMP_NUM_THREADS=%s, OMP_WAIT_POLICY=%s, GOMP_SPINCOUNT=%s" % tuple(
+        os.environ.get(name) for name in ("OMP_NUM_THREADS", "OMP_WAIT_POLICY", "GOMP_SPINCOUNT")))
     skipped = [line for line in out.splitlines() if line.startswith("skipped")]
     assert skipped == ["skipped 2 file(s) not readable as images: cut.jpg: truncated JPEG "
                        "(no end marker FFD9); notes.txt: not an image file (unknown format)"]

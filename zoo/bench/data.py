@@ -15,7 +15,6 @@ computes none either (our SSD matches anchors inside the graph), so both sides d
 work.
 """
 import os
-import platform
 import statistics
 from dataclasses import dataclass
 from typing import Optional
@@ -26,10 +25,10 @@ import mxnet as mx
 from zoo.data import DetectionLoader, TrainTransform, embedded
 from zoo.data.factory import KINDS, open_dataset
 from zoo.errors import OptionsError
-from zoo.bench.timing import Stopwatch, print_line
+from zoo.bench.timing import Stopwatch, environment, machine_line, print_line
 
 __all__ = ["COMPARISONS", "Cycled", "DataBenchmarkOptions", "GluonCVImageFiles", "benchmark_data",
-           "cpu_model", "cpu_seconds"]
+           "cpu_seconds"]
 
 COMPARISONS = ("gluoncv",)
 
@@ -216,18 +215,6 @@ def time_gluoncv(dataset, options, length):
         del loader  # its __del__ terminates the worker processes
 
 
-def cpu_model():
-    """The processor's name as /proc/cpuinfo gives it, else the platform's word for it."""
-    try:
-        with open("/proc/cpuinfo") as stream:
-            for line in stream:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown processor"
-
-
 def describe_images(records):
     """The median image size and the range of sizes."""
     widths = [record.width for record in records]
@@ -254,10 +241,8 @@ def benchmark_data(options, log=print_line):
     if options.opencv_threads is not None:
         cv2.setNumThreads(options.opencv_threads)
     dataset = open_benchmark_dataset(options)
-    log("machine: %d cores (%s), load average %.2f; %d workers; OMP_NUM_THREADS=%s, "
-        "cv2 threads %d" % (len(os.sched_getaffinity(0)), cpu_model(), os.getloadavg()[0],
-                            options.workers, os.environ.get("OMP_NUM_THREADS"),
-                            cv2.getNumThreads()))
+    log(machine_line("%d workers" % options.workers, "%s, cv2 threads %d"
+                     % (environment("OMP_NUM_THREADS"), cv2.getNumThreads())))
     log("images: %d distinct (%s); data shape %d; batch size %d"
         % (len(dataset), describe_images(dataset.records), options.data_shape,
            options.batch_size))

@@ -23,7 +23,7 @@ from zoo.data.images import read_image
 from zoo.inference.detector import Detector, load_detector
 from zoo.inference.runner import ImageList
 from zoo.jobs.detect import DetectOptions, detect
-from zoo.bench.timing import seconds
+from zoo.bench.timing import environment, machine_line, seconds
 from zoo.errors import DataError, OptionsError
 from zoo.config.registry import unknown_network
 from zoo.model import get_model
@@ -33,6 +33,10 @@ __all__ = ["DetectorBenchmarkOptions", "batch_sweep", "benchmark_detector", "rep
 
 SKIPS_NAMED = 5
 """Skipped files named in the report; the rest are counted."""
+OPENMP_SETTINGS = ("OMP_NUM_THREADS", "OMP_WAIT_POLICY", "GOMP_SPINCOUNT")
+"""The environment the ratios depend on: how long MXNet's OpenMP threads spin after a
+parallel region decides whether the decoding threads get the second core between passes
+(BENCHMARKS.md)."""
 
 
 @dataclass(frozen=True)
@@ -145,6 +149,7 @@ def benchmark_detector(options):
     """Time both ways over the same images and return ``{"detector_images_per_s",
     "inference_images_per_s", "ratio", "num_images", "batch_size", "data_shape",
     "graph", "skipped"}``."""
+    machine = machine_line(environment(*OPENMP_SETTINGS))  # the load before this run's own
     detector = make_detector(options)
     paths, skipped = image_paths(options)
     batch_size = min(options.batch_size, len(paths))
@@ -176,14 +181,15 @@ def benchmark_detector(options):
             "detect_job_images_per_s": job_speed, "detect_job_ratio": job_speed / inference_speed,
             "ratio": detector_speed / inference_speed, "num_images": len(paths),
             "batch_size": batch_size, "data_shape": detector.transform.data_shape,
-            "graph": options.checkpoint or options.network, "skipped": skipped}
+            "graph": options.checkpoint or options.network, "skipped": skipped,
+            "machine": machine}
 
 
 def report(result):
     """The result as the lines the tool prints."""
     skipped = result.get("skipped", [])
     notice = ["skipped %d file(s) not readable as images: %s" % (len(skipped), named(skipped))]
-    return "\n".join((notice if skipped else []) + [
+    return "\n".join([result["machine"]] + (notice if skipped else []) + [
         "%s at %d pixels, batch %d, %d images:" % (
             result["graph"], result["data_shape"], result["batch_size"], result["num_images"]),
         "  %-47s %8.1f images/s" % ("Detector (image files in, decoding included):",

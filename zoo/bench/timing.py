@@ -1,9 +1,13 @@
-"""The one timing helper of every benchmark: wall-clock time on ``time.perf_counter``, and the
-report line each benchmark prints as soon as a figure is measured."""
+"""The one timing helper of every benchmark: wall-clock time on ``time.perf_counter``, the
+report line each benchmark prints as soon as a figure is measured, and the line naming the
+machine and the settings its figures depend on."""
+import os
+import platform
 import statistics
 import time
 
-__all__ = ["Stopwatch", "mean_seconds", "median_seconds", "print_line", "seconds"]
+__all__ = ["Stopwatch", "cpu_model", "environment", "machine_line", "mean_seconds",
+           "median_seconds", "print_line", "seconds"]
 
 
 class Stopwatch:
@@ -41,3 +45,28 @@ def mean_seconds(run, runs):
 def print_line(line):
     """The benchmarks' default report: each line on stdout as soon as it is measured."""
     print(line, flush=True)
+
+
+def cpu_model():
+    """The processor's name as /proc/cpuinfo gives it, else the platform's word for it."""
+    try:
+        with open("/proc/cpuinfo") as stream:
+            for line in stream:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown processor"
+
+
+def machine_line(*settings):
+    """``machine: N cores (CPU), load average L; SETTING; ...``: what a benchmark's figures
+    are to be read with (its ratios compare only with runs on the same line)."""
+    return "; ".join(["machine: %d cores (%s), load average %.2f"
+                      % (len(os.sched_getaffinity(0)), cpu_model(), os.getloadavg()[0])]
+                     + list(settings))
+
+
+def environment(*names):
+    """``NAME=value`` of each environment variable (``None`` where unset), comma-separated."""
+    return ", ".join("%s=%s" % (name, os.environ.get(name)) for name in names)

@@ -29,8 +29,8 @@ from zoo.engine.hooks import DivergenceCheck, Hook
 from zoo.engine.trainer import OptimizerOptions, Trainer, TrainerOptions, frozen_params
 from zoo.config.registry import get_config
 from zoo.model import get_model
-from zoo.bench.timing import print_line
-from zoo.bench.data import Cycled, cpu_model
+from zoo.bench.timing import environment, machine_line, print_line
+from zoo.bench.data import Cycled
 from zoo.bench.gluoncv_recipes import RecipeProcess
 from zoo.bench.train_parts import (GLUONCV_RECIPES, PARTS, SGD, TARGETS, PartClock, SideResult,
                                    TrainBenchmarkOptions, TrainBenchmarkResult)
@@ -153,11 +153,9 @@ def train_ours(model, dataset, options, interleave):
 
 def header_lines(options, dataset):
     return [
-        "machine: %d cores (%s), load average %.2f; MXNET_ENGINE_TYPE=%s (GluonCV's recipe: "
-        "ThreadedEnginePerDevice), OMP_NUM_THREADS=%s, OMP_WAIT_POLICY=%s"
-        % (len(os.sched_getaffinity(0)), cpu_model(), os.getloadavg()[0],
-           os.environ.get("MXNET_ENGINE_TYPE", "ThreadedEnginePerDevice"),
-           os.environ.get("OMP_NUM_THREADS"), os.environ.get("OMP_WAIT_POLICY")),
+        machine_line("MXNET_ENGINE_TYPE=%s (GluonCV's recipe: ThreadedEnginePerDevice), %s"
+                     % (os.environ.get("MXNET_ENGINE_TYPE", "ThreadedEnginePerDevice"),
+                        environment("OMP_NUM_THREADS", "OMP_WAIT_POLICY", "GOMP_SPINCOUNT"))),
         "%s, data shape %s, batch %d, %d data workers each, %d images of %dx%d cycled; %d "
         "rounds of %d steps per side after %d warm-up round(s), alternating"
         % (options.network, options.data_shape or "config's", options.batch_size,
