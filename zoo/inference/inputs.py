@@ -17,8 +17,8 @@ import cv2
 from zoo.errors import DataError, OptionsError
 from zoo.inference.runner import rgb_image
 
-__all__ = ["IMAGE_EXTENSIONS", "VIDEO_EXTENSIONS", "Input", "InputImages", "expand_inputs",
-           "left_out_notices"]
+__all__ = ["ExpandedInputs", "IMAGE_EXTENSIONS", "VIDEO_EXTENSIONS", "Input", "InputImages",
+           "expand_inputs"]
 
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp")
 """Files a folder contributes as images (any case)."""
@@ -47,25 +47,37 @@ def folder_entries(folder, recursive):
     return [os.path.join(folder, name) for name in os.listdir(folder)]
 
 
-def is_input_file(path):
-    """Whether a folder contributes ``path``: a file of an image or video extension."""
-    return os.path.isfile(path) and path.lower().endswith(IMAGE_EXTENSIONS + VIDEO_EXTENSIONS)
+def is_input_name(path):
+    """Whether a folder contributes the file ``path``: an image or video extension."""
+    return path.lower().endswith(IMAGE_EXTENSIONS + VIDEO_EXTENSIONS)
 
 
-def folder_files(folder, recursive):
-    """The images and videos of ``folder`` (and its subfolders if ``recursive``), sorted."""
-    return sorted(path for path in folder_entries(folder, recursive) if is_input_file(path))
+@dataclass(frozen=True)
+class FolderScan:
+    """What one listing of a folder gives: ``files``, its images and videos (sorted), and
+    ``notice``, the line saying what it leaves out (None if nothing)."""
+    files: tuple
+    notice: Optional[str]
 
 
-def left_out_notice(folder, recursive):
-    """The line saying what :func:`folder_files` leaves out of ``folder``: its files of
-    other types, counted by extension (a phone's ``.HEIC`` photos among them), and without
-    ``recursive`` the subfolders it does not search; None if nothing. Hidden entries
-    (``.DS_Store``, ``.git/``) go unmentioned."""
-    entries = [path for path in folder_entries(folder, recursive) if not hidden(path, folder)]
-    other = collections.Counter(os.path.splitext(path)[1] or "no extension" for path in entries
-                                if os.path.isfile(path) and not is_input_file(path))
-    subfolders = 0 if recursive else sum(map(os.path.isdir, entries))
+def scan_folder(folder, recursive):
+    """The :class:`FolderScan` of ``folder`` (and its subfolders if ``recursive``). Left out
+    are its files of other types, counted by extension (a phone's ``.HEIC`` photos among
+    them), and without ``recursive`` its subfolders; hidden entries (``.DS_Store``,
+    ``.git/``) go unmentioned."""
+    entries = folder_entries(folder, recursive)
+    regular = [path for path in entries if os.path.isfile(path)]
+    other = collections.Counter(os.path.splitext(path)[1] or "no extension" for path in regular
+                                if not is_input_name(path) and not hidden(path, folder))
+    subfolders = 0 if recursive else sum(os.path.isdir(path) and not hidden(path, folder)
+                                         for path in entries)
+    return FolderScan(tuple(sorted(path for path in regular if is_input_name(path))),
+                      left_out_notice(folder, other, subfolders))
+
+
+def left_out_notice(folder, other, subfolders):
+    """``FOLDER: left out ...`` for ``other`` (extension: count of files not read) and
+    ``subfolders`` not searched; None if neither."""
     parts = []
     if other:
         parts.append("%d file(s) of a type zoo detect does not read (%s)" % (
@@ -78,20 +90,6 @@ def left_out_notice(folder, recursive):
 def hidden(path, folder):
     """Whether ``path`` is hidden within ``folder``: a name on its way starts with a dot."""
     return any(part.startswith(".") for part in os.path.relpath(path, folder).split(os.sep))
-
-
-def named_folders(specs):
-    """The folders the command-line ``specs`` name, directly or in a list file, once each."""
-    entries = (entry for spec in specs
-               for entry in (listed_paths(spec[len(LIST_PREFIX):])
-                             if spec.startswith(LIST_PREFIX) else [spec]))
-    return [entry for entry in dict.fromkeys(entries) if os.path.isdir(entry)]
-
-
-def left_out_notices(specs, recursive):
-    """:func:`left_out_notice` of each folder the ``specs`` name that leaves something out."""
-    notices = (left_out_notice(folder, recursive) for folder in named_folders(specs))
-    return [notice for notice in notices if notice]
 
 
 def listed_paths(list_file):
@@ -107,16 +105,12 @@ def listed_paths(list_file):
     return [os.path.join(base, line) for line in lines if line and not line.startswith("#")]
 
 
-def spec_paths(spec, recursive):
-    """The files one command-line input names: a file, a folder's images and videos, a
-    glob's matches (expanded here, so quoting it works on every shell) or a list file's
+def spec_entries(spec, recursive):
+    """The files and folders one command-line input names: a file, a folder, a glob's
+    matching files (expanded here, so quoting it works on every shell) or a list file's
     entries (``@FILE``: files and folders). An input naming nothing is an OptionsError."""
     if spec.startswith(LIST_PREFIX):  # a listed file that is missing is skipped, not fatal
-        return [path for entry in listed_paths(spec[len(LIST_PREFIX):])
-                for path in (folder_files(entry, recursive) if os.path.isdir(entry)
-                             else [entry])]
-    if os.path.isdir(spec):
-        return folder_files(spec, recursive)
+        return listed_paths(spec[len(LIST_PREFIX):])
     if os.path.exists(spec):
         return [spec]
     if glob.has_magic(spec):
@@ -143,11 +137,24 @@ def video_frame_count(path):
     return count
 
 
+@dataclass(frozen=True)
+class ExpandedInputs:
+    """What the command-line inputs name: ``inputs``, every :class:`Input` in their order,
+    each file once (videos as every ``every``-th frame from frame 0); ``skipped``, ``(path,
+    reason)`` for each video that cannot be opened; ``left_out``, a line for each named
+    folder that leaves files or subfolders out (:func:`scan_folder`)."""
+    inputs: list
+    skipped: list
+    left_out: list
+
+
 def expand_inputs(specs, recursive=False, every=1):
-    """``(inputs, skipped)``: every :class:`Input` the command-line ``specs`` name, in their
-    order, each file once (videos as every ``every``-th frame from frame 0), and ``(path,
-    reason)`` for each video that cannot be opened."""
-    paths = list(dict.fromkeys(path for spec in specs for path in spec_paths(spec, recursive)))
+    """The :class:`ExpandedInputs` of the command-line ``specs``; each folder is listed once."""
+    entries = [entry for spec in specs for entry in spec_entries(spec, recursive)]
+    scans = {folder: scan_folder(folder, recursive)
+             for folder in dict.fromkeys(entries) if os.path.isdir(folder)}
+    paths = dict.fromkeys(path for entry in entries
+                          for path in (scans[entry].files if entry in scans else [entry]))
     inputs, skipped = [], []
     for path in paths:
         if not is_video(path):
@@ -159,7 +166,8 @@ def expand_inputs(specs, recursive=False, every=1):
             skipped.append((path, str(err)))
             continue
         inputs.extend(Input(path, frame) for frame in frames)
-    return inputs, skipped
+    return ExpandedInputs(inputs, skipped,
+                          [scan.notice for scan in scans.values() if scan.notice])
 
 
 class VideoReader:

@@ -23,8 +23,7 @@ from typing import Optional, Tuple
 import numpy as np
 
 from zoo.errors import DataError, OptionsError
-from zoo.inference.inputs import (LIST_PREFIX, InputImages, expand_inputs,
-                                  left_out_notices)
+from zoo.inference.inputs import LIST_PREFIX, InputImages, expand_inputs
 from zoo.inference.runner import lower_priority
 from zoo.inference.visualize import ENCODINGS, draw, pixel_box, save_image
 
@@ -233,16 +232,16 @@ def describe(item, size, found, picture):
 def gather_inputs(options):
     """``(inputs, skipped)`` of :func:`zoo.inference.inputs.expand_inputs` for the options'
     inputs and list files; with ``strict``, an unreadable video is a DataError. Logs what
-    a named folder leaves out (:func:`~zoo.inference.inputs.left_out_notices`)."""
+    a named folder leaves out."""
     specs = tuple(options.inputs) + tuple(LIST_PREFIX + path for path in options.lists)
-    for notice in left_out_notices(specs, options.recursive):
+    expanded = expand_inputs(specs, options.recursive, options.every)
+    for notice in expanded.left_out:
         LOG.warning(notice)
-    inputs, skipped = expand_inputs(specs, options.recursive, options.every)
-    if skipped and options.strict:
-        raise DataError(skipped[0][1])
-    if not inputs and not skipped:
+    if expanded.skipped and options.strict:
+        raise DataError(expanded.skipped[0][1])
+    if not expanded.inputs and not expanded.skipped:
         raise OptionsError("no images or videos in %s" % ", ".join(specs))
-    return inputs, skipped
+    return expanded.inputs, expanded.skipped
 
 
 def detect(options, detector=None):
