@@ -5,8 +5,11 @@ the graph; loads no MXNet.
 :class:`zoo.Detector` and the ONNX detector (:class:`BatchDetector`), evaluation on a
 dataset split (:func:`zoo.inference.evaluation.predict`) and int8 calibration
 (:func:`zoo.inference.quantization.calibration_iter`). It decodes the images (an
-:class:`ImageList` of files or arrays, or a dataset's :class:`DatasetImages`) on worker
-threads a few batches ahead of the running one, resizes them as a model's (or an
+:class:`ImageList` of files or arrays, or a dataset's :class:`DatasetImages`) on
+idle-priority worker threads a few batches ahead of the running one (in the cycles the graph
+leaves: where it fills every core, and MXNet's OpenMP threads spin between its parallel
+regions, few; an image no worker has started when its batch is due is prepared on the
+calling thread), resizes them as a model's (or an
 artifact's) preprocessing dict says (:mod:`zoo.schema.preprocessing`), batches images of
 one input shape together, runs the batches on an engine (MXNet's
 :class:`~zoo.inference.detector.MXNetEngine`, ONNX Runtime's) and gives each image's rows

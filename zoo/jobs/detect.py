@@ -9,8 +9,9 @@ Output layout under ``output``::
     labels/NAME.txt         with ``txt``: one line per detection, ``class score x1 y1 x2 y2``
 
 The images go through the detector's own batch runner, so results do not depend on the
-batch size; pictures and crops are encoded and written on a thread while the next batch
-runs. Every file is written atomically.
+batch size; pictures and crops are encoded and written on idle-priority threads, in the
+cycles inference leaves (where the graph fills every core, mostly while detection waits for
+them). Every file is written atomically.
 """
 import collections
 import json
@@ -177,10 +178,10 @@ def label_lines(found):
 
 
 class Writer:
-    """Writes each picture's files under ``output`` on a thread pool (encoding releases the
-    GIL, so it runs beside inference): the drawn picture if ``pictures``, the crops if
-    ``crops``, the text file if ``txt``. The first error is raised by a later
-    :meth:`submit` or by :meth:`close`."""
+    """Writes each picture's files under ``output`` on a thread pool at idle priority
+    (encoding releases the GIL, so it can run beside inference): the drawn picture if
+    ``pictures``, the crops if ``crops``, the text file if ``txt``. The first error is
+    raised by a later :meth:`submit` or by :meth:`close`."""
 
     def __init__(self, output, class_names, pictures, crops, txt):
         self.output, self.pictures, self.crops, self.txt = output, pictures, crops, txt
