@@ -308,7 +308,9 @@ def test_skip_bad_drops_a_bad_validation_image_for_training_and_eval(shapes, tmp
     capsys.readouterr()
     eval_argv = ["eval", "--checkpoint", prefix, "--data-root", root, "--no-progress"]
     assert main(eval_argv) == 1  # strict: the loader stops at the bad image
-    assert error_line(capsys).startswith("zoo eval: error: %s: corrupt JPEG" % path)
+    line = error_line(capsys)
+    assert line.startswith("zoo eval: error: %s: corrupt JPEG" % path)
+    assert line.endswith("; --skip-bad skips such an image with a warning")
     with pytest.warns(UserWarning, match=r"val\.txt: skipped 1 bad record; first: .*corrupt"):
         assert main(eval_argv + ["--skip-bad"]) == 0
     assert capsys.readouterr().out.startswith("3 images of %s/val, epoch 1" % root)

@@ -172,7 +172,11 @@ class DatasetImages:
 
     def load(self, index):
         """Item ``index``'s image as an HxWx3 uint8 RGB array."""
-        return self.dataset[index][0]
+        try:
+            return self.dataset[index][0]
+        except DataError as err:
+            err.skippable = True  # skip_bad's check of every image first would drop it
+            raise
 
 
 @dataclass(frozen=True, eq=False)
