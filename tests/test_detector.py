@@ -15,7 +15,8 @@ from zoo import artifact
 from zoo.data import VOCDataset, inference_transform
 from zoo.predictor import Predictor, mkldnn_available
 from zoo.inference.detector import Detections, Detector, write_coco_results
-from zoo.bench.detector import DetectorBenchmarkOptions, benchmark_detector
+from zoo.bench.detector import (CachedRows, DetectorBenchmarkOptions, added_cpu_seconds,
+                                benchmark_detector, report, without_inference)
 from zoo.inference.evaluation import predict
 from zoo.inference.quantization import calibration_iter, int8_layers, quantize
 from zoo.inference.runner import BatchRunner
@@ -261,6 +262,37 @@ def test_benchmark_returns_both_speeds(tmp_path):
         result["detect_job_images_per_s"] / result["inference_images_per_s"])
     with open(os.path.join(str(tmp_path), "detect", "results.json")) as handle:
         assert len(json.load(handle)["images"]) == 3, "the zoo detect job ran on the images"
+    detector_cpu, job_cpu = result["added_ms"]
+    assert 0 < detector_cpu < job_cpu, "the job adds pictures and JSON to the Detector's work"
+    cores = result["cores"]
+    all_cores, one_core = result["ceilings"][cores], result["ceilings"][1]
+    per_image = 1 / result["inference_images_per_s"]
+    assert one_core[0] == pytest.approx(per_image / (per_image + detector_cpu / 1000))
+    assert all(0 < one <= every < 1 for one, every in zip(one_core, all_cores))
+    lines = report(result).splitlines()
+    assert lines[-3].startswith("  CPU added to inference per image: %.2f ms" % detector_cpu)
+    assert "on %d core(s): %.3f" % (cores, all_cores[0]) in lines[-2]
+
+
+def test_the_cpu_added_to_inference_leaves_the_graph_out(ssd, tmp_path):
+    """The added work is measured with the graph's passes replaced by rows it computed once:
+    the Detector's results stay the same, and the runner's own engine is back afterwards."""
+    detector = Detector.from_model(ssd)
+    paths = [str(tmp_path / ("%d.png" % k)) for k in range(3)]
+    for path in paths:
+        cv2.imwrite(path, random_image(40, 60))
+    calls = []
+    launch = detector.runner.engine.launch
+    detector.runner.engine.launch = lambda *a: calls.append(1) or launch(*a)
+    expected = detector(paths, batch_size=3, **ALL)
+    calls.clear()
+    spent, = added_cpu_seconds(detector, 2, lambda: detector(paths, batch_size=3, **ALL))
+    assert spent > 0 and calls == [1], "one pass fills the cache, the timed calls run none"
+    assert not isinstance(detector.runner.engine, CachedRows)
+    with without_inference(detector):
+        found = detector(paths, batch_size=3, **ALL)
+    for before, after in zip(expected, found):
+        np.testing.assert_array_equal(before.boxes, after.boxes)
 
 
 def test_evaluation_detection_and_calibration_go_through_the_one_batch_runner(ssd, shapes,

@@ -8,10 +8,15 @@ Pure inference is the detector's own :class:`zoo.predictor.Predictor` run on bat
 already decoded and preprocessed in memory: the ratio of the two is what decoding,
 preprocessing and post-processing cost once they overlap inference. Runs of the two
 alternate, and the best of each is reported, so that other load on the machine hurts
-neither more than the other.
+neither more than the other. The CPU time that work takes, measured with the graph's passes
+taken out (:func:`added_cpu_seconds`), gives the ratio it leaves when it runs beside no
+pass (:func:`ceiling`): where the graph fills every core, the measured ratio lies between
+that on one core and that on all of them.
 """
+import contextlib
 import os
 import shutil
+import time
 from dataclasses import dataclass
 from typing import Optional
 
@@ -145,10 +150,62 @@ def preprocessed_inputs(detector, paths, batch_size):
             for batch in detector.runner.batches(ImageList(paths), batch_size)]
 
 
+class CachedRows:
+    """An engine giving each batch shape the rows ``engine`` gave its first batch: passes that
+    cost nothing, so that a run's CPU time is what it adds to inference."""
+
+    def __init__(self, engine):
+        self.engine = engine
+        self.rows = {}
+
+    def launch(self, data, im_info):
+        if data.shape not in self.rows:
+            self.rows[data.shape] = self.engine.fetch(self.engine.launch(data, im_info))
+        return self.rows[data.shape]
+
+    def fetch(self, rows):
+        return rows
+
+
+@contextlib.contextmanager
+def without_inference(detector):
+    """The detector's runner on :class:`CachedRows` of its engine inside the block."""
+    engine = detector.runner.engine
+    detector.runner.engine = CachedRows(engine)
+    try:
+        yield
+    finally:
+        detector.runner.engine = engine
+
+
+def added_cpu_seconds(detector, runs, *functions):
+    """Per function, the CPU seconds (every thread's, best of ``runs``) of one call with the
+    graph's passes taken out (:func:`without_inference`): decoding, preprocessing, batching
+    and post-processing, and for the ``zoo detect`` job its pictures and JSON."""
+    def cpu(function):
+        start = time.process_time()
+        function()
+        return time.process_time() - start
+    with without_inference(detector):
+        for function in functions:  # warm-up: fills CachedRows
+            function()
+        return [min(cpu(function) for _ in range(runs)) for function in functions]
+
+
+def ceiling(inference_speed, added_seconds, cores):
+    """The ratio to pure inference when the added CPU seconds per image share no cycle with
+    the graph's passes and run on ``cores`` cores between them."""
+    per_image = 1.0 / inference_speed
+    return per_image / (per_image + added_seconds / cores)
+
+
 def benchmark_detector(options):
     """Time the three ways over the same images and return ``{"detector_images_per_s",
     "detect_job_images_per_s", "inference_images_per_s", "ratio", "detect_job_ratio",
-    "num_images", "batch_size", "data_shape", "graph", "skipped", "machine"}``."""
+    "added_ms", "ceilings", "cores", "num_images", "batch_size", "data_shape", "graph",
+    "skipped", "machine"}``: ``added_ms`` the CPU milliseconds per image that the Detector and
+    the job add to inference (:func:`added_cpu_seconds`), ``ceilings`` their best ratios
+    when that work runs beside no pass (:func:`ceiling`), on all ``cores`` and on one."""
     machine = machine_line(environment(*OPENMP_SETTINGS))  # the load before this run's own
     detector = make_detector(options)
     paths, skipped = image_paths(options)
@@ -177,7 +234,13 @@ def benchmark_detector(options):
         for function, spent in zip(timed, times):
             spent.append(seconds(function))
     detector_speed, job_speed, inference_speed = (len(paths) / min(spent) for spent in times)
-    return {"detector_images_per_s": detector_speed, "inference_images_per_s": inference_speed,
+    added = [spent / len(paths) for spent in added_cpu_seconds(
+        detector, min(options.runs, 3), through_detector, run_job)]
+    cores = len(os.sched_getaffinity(0))
+    return {"added_ms": [1000 * spent for spent in added], "cores": cores,
+            "ceilings": {count: [ceiling(inference_speed, spent, count) for spent in added]
+                         for count in (cores, 1)},
+            "detector_images_per_s": detector_speed, "inference_images_per_s": inference_speed,
             "detect_job_images_per_s": job_speed, "detect_job_ratio": job_speed / inference_speed,
             "ratio": detector_speed / inference_speed, "num_images": len(paths),
             "batch_size": batch_size, "data_shape": detector.transform.data_shape,
@@ -200,7 +263,22 @@ def report(result):
         "  %-47s %8.1f images/s" % ("pure inference (preprocessed, in memory):",
                                         result["inference_images_per_s"]),
         "  ratio: %.3f (Detector), %.3f (zoo detect)" % (result["ratio"],
-                                                         result["detect_job_ratio"])])
+                                                         result["detect_job_ratio"])]
+        + ceiling_lines(result))
+
+
+def ceiling_lines(result):
+    """What the Detector and the job add to inference, and the ratios it leaves."""
+    if "added_ms" not in result:
+        return []
+    cores = result["cores"]
+    return [
+        "  CPU added to inference per image: %.2f ms (Detector), %.2f ms (zoo detect)"
+        % tuple(result["added_ms"]),
+        "  ratio if that runs beside no pass, on %d core(s): %.3f (Detector), %.3f (zoo detect)"
+        % ((cores,) + tuple(result["ceilings"][cores])),
+        "  ratio if that runs beside no pass, on 1 core: %.3f (Detector), %.3f (zoo detect)"
+        % tuple(result["ceilings"][1])]
 
 
 def batch_sweep(options, batch_sizes):
