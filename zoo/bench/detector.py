@@ -10,8 +10,10 @@ preprocessing and post-processing cost once they overlap inference. Runs of the 
 alternate, and the best of each is reported, so that other load on the machine hurts
 neither more than the other. The CPU time that work takes, measured with the graph's passes
 taken out (:func:`added_cpu_seconds`), gives the ratio it leaves when it runs beside no
-pass (:func:`ceiling`): where the graph fills every core, the measured ratio lies between
-that on one core and that on all of them.
+pass (:func:`ceiling`), spread over every core or on one. Only cycles the graph's own
+threads leave unused let a run beat the first; where the graph fills every core, runs come
+out near the second or a little under it (the second assumes the passes run as fast
+beside that work as alone).
 """
 import contextlib
 import os
