@@ -299,26 +299,33 @@ def test_what_a_folder_leaves_out_is_named(prefix, photos, tmp_path, capsys, cap
     (folder / ".git").mkdir()
     for name in ("IMG_0001.JPG", os.path.join("2024", "IMG_0003.jpg")):
         (folder / name).write_bytes((photos / "photos" / "wide.jpg").read_bytes())
+    (folder / ".thumbnails").mkdir()
+    (folder / ".thumbnails" / "IMG_0001.jpg").write_bytes((photos / "photos" / "wide.jpg")
+                                                          .read_bytes())
     for name in ("IMG_0002.HEIC", "IMG_0004.HEIC", "notes.txt", "README", ".DS_Store",
-                 os.path.join(".git", "config")):
+                 os.path.join(".git", "config"), "._IMG_0001.JPG"):
         (folder / name).write_bytes(b"\0\0\0\x18ftypheic")
     output = str(tmp_path / "out")
     status, out, err = run(capsys, "--checkpoint", prefix, str(folder), "--output", output,
                            "--no-progress")
     assert status == 0, err
-    assert out.startswith("1 images, ")
+    assert out.startswith("1 images, ") and " 0 skipped;" in out
     assert ("%s: left out 4 file(s) of a type zoo detect does not read (.HEIC 2, .txt 1, "
-            "no extension 1); 1 subfolder(s) not searched (--recursive searches them)"
+            "no extension 1); 1 hidden image or video file(s) (a name starting with a dot); "
+            "1 subfolder(s) not searched (--recursive searches them)"
             % folder) in caplog.text.splitlines()[0]
     caplog.clear()
     status, out, err = run(capsys, "--checkpoint", prefix, str(folder), "--recursive",
                            "--output", output, "--no-progress")
-    assert status == 0 and out.startswith("2 images, "), err
+    assert status == 0 and out.startswith("2 images, ") and " 0 skipped;" in out, err
     assert caplog.text.splitlines()[0].endswith(
         "%s: left out 4 file(s) of a type zoo detect does not read (.HEIC 2, .txt 1, "
-        "no extension 1)" % folder)
+        "no extension 1); 1 hidden image or video file(s) (a name starting with a dot)"
+        % folder), "hidden folders are not searched, as glob leaves them"
+    with open(os.path.join(output, "results.json")) as handle:
+        assert not any("thumbnails" in entry["file"] for entry in json.load(handle)["images"])
     caplog.clear()
-    for name in ("IMG_0001.JPG", os.path.join("2024", "IMG_0003.jpg")):
+    for name in ("IMG_0001.JPG", os.path.join("2024", "IMG_0003.jpg"), "._IMG_0001.JPG"):
         (folder / name).unlink()
     listing = tmp_path / "list.txt"
     listing.write_text(str(folder) + "\n")  # a folder named in a list file is told of alike

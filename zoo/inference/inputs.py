@@ -40,11 +40,15 @@ def is_video(path):
 
 
 def folder_entries(folder, recursive):
-    """Every entry of ``folder`` (and of its subfolders if ``recursive``), as paths."""
-    if recursive:
-        return [os.path.join(root, name) for root, folders, names in os.walk(folder)
-                for name in names + folders]
-    return [os.path.join(folder, name) for name in os.listdir(folder)]
+    """Every entry of ``folder`` (and of its subfolders if ``recursive``, hidden ones such as
+    ``.git/`` or ``.thumbnails/`` left unsearched, as ``glob`` leaves them), as paths."""
+    if not recursive:
+        return [os.path.join(folder, name) for name in os.listdir(folder)]
+    entries = []
+    for root, folders, names in os.walk(folder):
+        folders[:] = [name for name in folders if not name.startswith(".")]
+        entries += [os.path.join(root, name) for name in names + folders]
+    return entries
 
 
 def is_input_name(path):
@@ -63,25 +67,32 @@ class FolderScan:
 def scan_folder(folder, recursive):
     """The :class:`FolderScan` of ``folder`` (and its subfolders if ``recursive``). Left out
     are its files of other types, counted by extension (a phone's ``.HEIC`` photos among
-    them), and without ``recursive`` its subfolders; hidden entries (``.DS_Store``,
-    ``.git/``) go unmentioned."""
+    them), its hidden images and videos (the ``._IMG_0001.JPG`` a Mac leaves beside a
+    photo on a USB stick is no picture), counted, and without ``recursive`` its
+    subfolders; other hidden entries (``.DS_Store``, ``.git/``) go unmentioned."""
     entries = folder_entries(folder, recursive)
     regular = [path for path in entries if os.path.isfile(path)]
+    inputs = [path for path in regular if is_input_name(path)]
     other = collections.Counter(os.path.splitext(path)[1] or "no extension" for path in regular
                                 if not is_input_name(path) and not hidden(path, folder))
     subfolders = 0 if recursive else sum(os.path.isdir(path) and not hidden(path, folder)
                                          for path in entries)
-    return FolderScan(tuple(sorted(path for path in regular if is_input_name(path))),
-                      left_out_notice(folder, other, subfolders))
+    files = sorted(path for path in inputs if not hidden(path, folder))
+    return FolderScan(tuple(files), left_out_notice(folder, other, len(inputs) - len(files),
+                                                    subfolders))
 
 
-def left_out_notice(folder, other, subfolders):
-    """``FOLDER: left out ...`` for ``other`` (extension: count of files not read) and
-    ``subfolders`` not searched; None if neither."""
+def left_out_notice(folder, other, hidden_inputs, subfolders):
+    """``FOLDER: left out ...`` for ``other`` (extension: count of files not read),
+    ``hidden_inputs`` hidden images and videos and ``subfolders`` not searched; None if
+    none."""
     parts = []
     if other:
         parts.append("%d file(s) of a type zoo detect does not read (%s)" % (
             sum(other.values()), ", ".join("%s %d" % item for item in sorted(other.items()))))
+    if hidden_inputs:
+        parts.append("%d hidden image or video file(s) (a name starting with a dot)"
+                     % hidden_inputs)
     if subfolders:
         parts.append("%d subfolder(s) not searched (--recursive searches them)" % subfolders)
     return "%s: left out %s" % (folder, "; ".join(parts)) if parts else None
