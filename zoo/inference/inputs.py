@@ -74,10 +74,10 @@ def scan_folder(folder, recursive):
     regular = [path for path in entries if os.path.isfile(path)]
     inputs = [path for path in regular if is_input_name(path)]
     other = collections.Counter(os.path.splitext(path)[1] or "no extension" for path in regular
-                                if not is_input_name(path) and not hidden(path, folder))
-    subfolders = 0 if recursive else sum(os.path.isdir(path) and not hidden(path, folder)
+                                if not is_input_name(path) and not hidden(path))
+    subfolders = 0 if recursive else sum(os.path.isdir(path) and not hidden(path)
                                          for path in entries)
-    files = sorted(path for path in inputs if not hidden(path, folder))
+    files = sorted(path for path in inputs if not hidden(path))
     return FolderScan(tuple(files), left_out_notice(folder, other, len(inputs) - len(files),
                                                     subfolders))
 
@@ -98,9 +98,10 @@ def left_out_notice(folder, other, hidden_inputs, subfolders):
     return "%s: left out %s" % (folder, "; ".join(parts)) if parts else None
 
 
-def hidden(path, folder):
-    """Whether ``path`` is hidden within ``folder``: a name on its way starts with a dot."""
-    return any(part.startswith(".") for part in os.path.relpath(path, folder).split(os.sep))
+def hidden(path):
+    """Whether an entry :func:`folder_entries` gives is hidden: its name starts with a dot
+    (the folders on its way are not hidden, since hidden ones are not searched)."""
+    return os.path.basename(path).startswith(".")
 
 
 def listed_paths(list_file):
