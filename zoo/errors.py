@@ -22,7 +22,8 @@ def quoted(value):
     text = _QUOTE.repr(value)
     return text if len(text) <= QUOTE_LIMIT else text[:QUOTE_LIMIT - 3] + "..."
 
-__all__ = ["ConfigError", "DataError", "OptionsError", "OutputLocked", "PretrainedNotFound"]
+__all__ = ["ConfigError", "DataError", "HealthWarning", "OptionsError", "OutputLocked",
+           "PretrainedNotFound"]
 
 
 class ConfigError(ValueError):
@@ -54,3 +55,8 @@ class OptionsError(ValueError):
 class OutputLocked(RuntimeError):
     """Another process is writing the same output (:mod:`zoo.runlock`); the message is one
     line naming it."""
+
+
+class HealthWarning(UserWarning):
+    """A training-health check found something wrong with the run (:mod:`zoo.engine.health`);
+    the message is one line: the check, what was measured against what, and a way out."""

@@ -139,10 +139,11 @@ def one_line_warnings(command):
     """Warnings shown as ``zoo COMMAND: warning: MESSAGE`` on one line (the category named
     unless a UserWarning), not as Python's file, line and source line. Only the text
     changes: a recorder of warnings (``pytest.warns``) still gets each one whole."""
+    from zoo.errors import HealthWarning
     default = warnings.formatwarning
 
     def formatted(message, category, *_):
-        kind = "" if category is UserWarning else category.__name__ + ": "
+        kind = "" if category in (UserWarning, HealthWarning) else category.__name__ + ": "
         return "zoo %s: warning: %s%s\n" % (command, kind, one_line(message))
     warnings.formatwarning = formatted
     try:

@@ -90,6 +90,9 @@ def add_arguments(p):
                         "segment by segment (zoo.engine.memory); same losses and gradients. "
                         "ssd_resnet101, batch 8 at 512: about half the peak memory for about "
                         "1.2x the step time (zoo benchmark-memory)")
+    p.add_argument("--no-health", dest="health", action="store_false",
+                   help="turn the training-health checks off (see the README's \"When "
+                        "training goes wrong\"); the run then prints no health warning")
     add_progress_flag(p)
 
 

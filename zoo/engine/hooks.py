@@ -47,6 +47,10 @@ class Hook:
     def before_epoch(self, trainer, epoch):
         pass
 
+    def before_step(self, trainer, epoch, batch_index, batch):
+        """``batch``: the loader's :class:`zoo.data.loader.Batch` (images as the network
+        gets them, labels in pixels of the input), before its forward pass."""
+
     def after_step(self, trainer, epoch, batch_index, losses):
         pass
 
@@ -215,7 +219,8 @@ class Checkpointer(Hook):
         arg_params, aux_params = trainer.params()
         try:
             artifact.save(self.prefix, epoch + 1, trainer.model, arg_params, aux_params,
-                          best=self.best, training=dict(trainer.training_record(), run=self.run),
+                          best=self.best, training=dict(trainer.training_record(), run=self.run,
+                                                        health=trainer.health.record()),
                           optimizer_state=module_adapter.optimizer_state(trainer.module))
         except artifact.ArtifactError as err:
             # The disk is full or the folder not writable: the older epochs are untouched.
@@ -286,15 +291,18 @@ class ProgressBar(Hook):
 
 
 def default_hooks(model, output_dir, *, val_dataset=None, val_interval=1, keep_last=3,
-                  overwrite=False, progress=True, run=None):
+                  overwrite=False, progress=True, run=None, checks=()):
     """The hooks of a training run writing to ``output_dir`` (prefix ``model.name``), in the
     order they must run: statistics averaged before anything reads them, the divergence
     check before validation and saving, the best validation known before the checkpoint
-    records it, the folder check before the log is started."""
+    records it, the folder check before the log is started. ``checks`` (the health checks,
+    :mod:`zoo.engine.health`) run after validation and before the checkpoint, which records
+    what they found."""
     prefix = os.path.join(output_dir, model.name)
     hooks = [StatisticsAveraging(), DivergenceCheck(prefix)]
     if val_dataset is not None:
         hooks.append(Validation(val_dataset, val_interval))
+    hooks += list(checks)
     hooks += [Checkpointer(prefix, keep_last, overwrite, run),
               CSVLog(prefix + "-log.csv", model.loss_names)]
     if progress:

@@ -26,6 +26,7 @@ import numpy as np
 from zoo import artifact
 from zoo.distributed.cluster import ClusterError, is_distributed, is_synchronous
 from zoo.errors import OptionsError
+from zoo.engine.health.report import HealthReport
 from zoo.engine.memory import memory_saving_symbol
 from zoo.engine import module_adapter
 from zoo.process import gpu_ids
@@ -232,24 +233,28 @@ class Trainer:
 
     ``hooks`` (see :class:`zoo.engine.hooks.Hook`, and :func:`zoo.engine.hooks.default_hooks`)
     are called in order: ``before_train(trainer)`` before the module is built,
-    ``before_epoch(trainer, epoch)``, ``after_step(trainer, epoch, batch_index, losses)``
-    after each update, ``after_epoch(trainer, epoch, row)``, ``after_train(trainer)``;
+    ``before_epoch(trainer, epoch)``, ``before_step(trainer, epoch, batch_index, batch)``
+    with the loader's batch before it enters the network,
+    ``after_step(trainer, epoch, batch_index, losses)`` after each update, ``after_epoch(trainer, epoch, row)``, ``after_train(trainer)``;
     ``epoch`` counts from 0. A hook whose ``only_rank0`` is true runs on rank 0 only.
 
     ``kvstore`` is a created ``dist_*`` kvstore when this process is one worker of a cluster
     (its rank picked ``loader``'s shard); None lets Module create ``options.kv_store``.
     ``initial_params``: ``(arg_params, aux_params)`` a run that resumes nothing starts from
     instead of the model's initialiser (a fine-tuning run's, :func:`zoo.engine.finetune.init_from`).
+    ``health``: the :class:`~zoo.engine.health.report.HealthReport` the health checks among
+    the hooks report into (default: a new one), as ``trainer.health``.
     """
 
     def __init__(self, model, loader, options, optimizer, hooks=(), kvstore=None,
-                 initial_params=None):
+                 initial_params=None, health=None):
         if loader.batch_size != options.batch_size:
             raise ValueError("the loader's batch size %d is not batch_size %d"
                              % (loader.batch_size, options.batch_size))
         self.model, self.loader, self.options = model, loader, options
         self.optimizer_options = optimizer
         self.initial_params = initial_params
+        self.health = HealthReport() if health is None else health
         self.kvstore = options.kv_store if kvstore is None else kvstore
         kind = getattr(self.kvstore, "type", self.kvstore)
         self.distributed, self.synchronous = is_distributed(kind), is_synchronous(kind)
@@ -333,6 +338,7 @@ class Trainer:
         totals = dict.fromkeys(self.model.loss_names, 0.0)
         samples, batches, start = 0, 0, time.time()
         for batch in self.loader.epoch(epoch):
+            self._call("before_step", epoch, batches, batch)
             self.module.forward_backward(self.data_batch(batch))
             self.module.update()
             losses = self.model.training_losses(self.module.get_outputs())

@@ -13,6 +13,8 @@ from zoo import artifact, runlock
 from zoo.engine import finetune
 from zoo.data import DetectionLoader, train_transform
 from zoo.distributed.cluster import create_dist_kvstore, is_distributed
+from zoo.engine.health.report import HealthReport
+from zoo.engine.health.summary import HealthSummary
 from zoo.engine.hooks import default_hooks, last_checkpoint_note
 from zoo.engine.trainer import OptimizerOptions, Trainer, TrainerOptions, TrainingInterrupted
 from zoo.errors import OptionsError
@@ -71,6 +73,7 @@ class TrainOptions:
     image_dir: Optional[str] = None      # coco: the image folder ({split}: the split)
     memory_saving: bool = False
     progress: bool = True
+    health: bool = True                  # the training-health checks (zoo.engine.health)
 
 
 @dataclass(frozen=True)
@@ -122,12 +125,24 @@ def make_trainer(options, kvstore=None):
                  "per step in all", kvstore.type, rank, num_workers,
                  len(train_set) // num_workers, len(train_set), len(loader),
                  options.batch_size * num_workers)
+    prefix = os.path.join(options.output_dir, model.name)
     hooks = default_hooks(model, options.output_dir, val_dataset=val_set,
                           val_interval=options.val_interval, keep_last=options.keep_last,
                           overwrite=options.overwrite, progress=options.progress,
-                          run=run_record(options))
+                          run=run_record(options),
+                          checks=health_checks(options, prefix, train_set, val_set))
     return Trainer(model, loader, trainer_options(options), optimizer_options(options),
-                   hooks=hooks, kvstore=kvstore, initial_params=initial_params(options, model))
+                   hooks=hooks, kvstore=kvstore, initial_params=initial_params(options, model),
+                   health=HealthReport())
+
+
+def health_checks(options, prefix, train_set, val_set):
+    """The run's training-health hooks (:mod:`zoo.engine.health`), in the order they run;
+    with ``health`` off, only the summary (which then lists no check)."""
+    checks = []
+    if options.health:
+        pass
+    return checks + [HealthSummary(prefix)]
 
 
 def initial_params(options, model):
