@@ -241,7 +241,7 @@ def flags_of(command):
 
 
 def test_readme_documents_the_launchers_flags():
-    with open(os.path.join(ROOT, "README.md")) as stream:
+    with open(os.path.join(ROOT, "docs", "distributed.md")) as stream:
         section = stream.read().split("\n## Distributed training\n", 1)[1].split("\n## ")[0]
     mentioned = set(re.findall(r"(?<![\w-])(--?[a-zA-Z][\w-]*)", section))
     options = set()

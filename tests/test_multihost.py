@@ -21,7 +21,7 @@ from zoo.distributed import testhosts
 from zoo.data import embedded
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-README_BASE = "/tmp/zoo-testhosts"     # the README's test-host folder, the fixture's here
+README_BASE = "/tmp/zoo-testhosts"     # docs/distributed.md's test-host folder, the fixture's here
 NETWORK = "ssd_mobilenetv2_stride8"
 
 # Linear regression by SGD for STEPS steps: as one process on the whole batch, or as worker
@@ -138,9 +138,9 @@ def test_two_hosts_sum_gradients_like_one_process(test_hosts, tmp_path):
 
 
 def readme_two_host_command(base):
-    """The README's two-host ``zoo launch`` as an argv, with the test hosts under ``base``
+    """docs/distributed.md's two-host ``zoo launch`` as an argv, with the test hosts under ``base``
     and ``zoo`` run as this Python's ``-m zoo`` (its virtualenv's)."""
-    with open(os.path.join(ROOT, "README.md")) as stream:
+    with open(os.path.join(ROOT, "docs", "distributed.md")) as stream:
         section = stream.read().split("<!-- the two-host example: tests/test_multihost.py -->",
                                       1)[1].split("```sh\n", 1)[1].split("```", 1)[0]
     command = section.split("$ zoo launch", 1)[1].split("\n$", 1)[0]
@@ -157,7 +157,7 @@ def epoch_of(prefix):
 
 
 def test_readme_two_host_training_survives_a_lost_host_and_resumes(test_hosts):
-    """The README's example: each host trains on its own copy of the data and only rank 0
+    """docs/distributed.md's example: each host trains on its own copy of the data and only rank 0
     writes checkpoints. Rank 0's host drops off the network during epoch 2: the launch ends
     naming it, epoch 1's checkpoint loads; copied to the other host, the run resumes."""
     shapes = embedded.generate(test_hosts.path("shapes"), seed=1, num_train=8, num_val=2,

@@ -19,11 +19,12 @@ IMAGE = os.path.join("output", "shapes", "JPEGImages", "001500.jpg")
 CLASSES = ["circle", "square", "triangle", "star"]
 
 
-def section_code(title):
-    """The first python code block of the README section headed ``title``."""
-    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as handle:
+def section_code(title, document="README.md"):
+    """The first python code block of the section headed ``title`` of ``document`` (a path
+    from the checkout's root: the README, or a page of docs/)."""
+    with open(os.path.join(ROOT, document), encoding="utf-8") as handle:
         text = handle.read()
-    assert title + "\n" in text, "the README has no section %r" % title
+    assert title + "\n" in text, "%s has no section %r" % (document, title)
     section = text.split(title + "\n", 1)[1].split("\n## ", 1)[0]
     blocks = re.findall(r"```python\n(.*?)```", section, re.S)
     assert blocks, "no python example in %r" % title
@@ -63,9 +64,9 @@ def test_use_a_trained_detector_example_runs(tmp_path, monkeypatch):
 
 
 def test_readme_config_tables_match_the_schemas():
-    """Each architecture's field table in the README is its schema's, as generated."""
+    """Each architecture's field table in docs/models.md is its schema's, as generated."""
     from zoo.architectures import ARCHITECTURES
-    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as handle:
+    with open(os.path.join(ROOT, "docs", "models.md"), encoding="utf-8") as handle:
         text = handle.read()
     for arch in ARCHITECTURES.values():
         assert arch.schema.markdown() in text, arch.name
@@ -80,7 +81,7 @@ LOADED_NO_MXNET = ("\nassert not [name for name, module in sys.modules.items()\n
 
 def test_deploy_without_mxnet_example_runs_without_mxnet(tmp_path, monkeypatch):
     from zoo.onnx.export import export_artifact
-    code = section_code(ONNX_SECTION)
+    code = section_code(ONNX_SECTION, os.path.join("docs", "deployment.md"))
     assert 'zoo.load_onnx_detector("%s")' % ONNX_PATH in code and IMAGE in code
     monkeypatch.chdir(tmp_path)
     write_demo_files()
@@ -92,3 +93,25 @@ def test_deploy_without_mxnet_example_runs_without_mxnet(tmp_path, monkeypatch):
     lines = done.stdout.splitlines()
     assert lines and all(line.split()[0] in CLASSES for line in lines)
     assert (tmp_path / "output" / "detections-onnx.png").stat().st_size > 0
+
+
+def test_readme_command_table_is_the_command_line():
+    """The README's command table lists every command of ``zoo`` and no other."""
+    from zoo.cli import COMMANDS
+    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as handle:
+        table = handle.read().split("<!-- commands:", 1)[1].split("\n\n", 1)[0]
+    listed = re.findall(r"^\| `([a-z-]+)` \|", table, re.M)
+    assert listed == list(COMMANDS)
+
+
+def test_readme_links_name_files_that_exist():
+    """Every relative link of the README and of docs/ names a file of the checkout."""
+    for document in ["README.md"] + [os.path.join("docs", name)
+                                     for name in sorted(os.listdir(os.path.join(ROOT, "docs")))
+                                     if name.endswith(".md")]:
+        with open(os.path.join(ROOT, document), encoding="utf-8") as handle:
+            links = re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", handle.read())
+        for link in links:
+            path = os.path.normpath(os.path.join(ROOT, os.path.dirname(document), link))
+            assert os.path.exists(path), "%s links to %s, which does not exist" % (
+                document, link)
