@@ -17,7 +17,6 @@ import numpy as np
 from zoo.engine.hooks import Hook
 from zoo.engine.trainer import bind_training_module
 from zoo.errors import DataError
-from zoo.inference.visualize import draw_boxes, save_image
 
 __all__ = ["CHECK", "FirstBatch", "batch_boxes", "batch_picture", "check_objects",
            "check_positives", "denormalise", "draw_batch", "forward_positive_anchors",
@@ -89,12 +88,14 @@ def draw_tile(image, boxes, labels, class_names):
     if scale < 1:
         image = cv2.resize(image, (round(image.shape[1] * scale), round(image.shape[0] * scale)),
                            interpolation=cv2.INTER_AREA)
+    from zoo.inference.visualize import draw_boxes  # it loads matplotlib: only when drawing
     texts = [class_names[label] if label < len(class_names) else str(label) for label in labels]
     return draw_boxes(np.array(image, order="C"), boxes * scale, labels, texts)
 
 
 def draw_batch(batch, preprocessing, class_names, path):
     """Write :func:`batch_picture` to ``path`` (its folder made); returns ``path``."""
+    from zoo.inference.visualize import save_image  # it loads matplotlib: only when drawing
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     save_image(path, batch_picture(batch, preprocessing, class_names))
     return path
