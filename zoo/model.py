@@ -110,9 +110,19 @@ class DetectionModel:
         """``{loss name: float}`` from ``outputs``, the arrays a forward pass of
         :meth:`train_symbol` returns in its order (``module.get_outputs()``); each is
         picked by its output's name."""
+        return self.arch.training_losses(self._named_training_outputs(outputs))
+
+    def positive_anchors(self, outputs):
+        """How many anchors the training targets matched to an object in a forward pass of
+        :meth:`train_symbol` (``outputs`` in its order, as :meth:`training_losses` takes
+        them); None where the architecture does not say."""
+        return self.arch.positive_anchors(self._named_training_outputs(outputs))
+
+    def _named_training_outputs(self, outputs):
+        """A training forward pass's ``outputs`` keyed by operator name."""
         if self._train_outputs is None:  # building the graph per batch would cost more
             self._train_outputs = tuple(self.train_symbol().list_outputs())
-        return self.arch.training_losses(outputs_by_name(self._train_outputs, outputs))
+        return outputs_by_name(self._train_outputs, outputs)
 
     def preprocessing(self):
         """``{"mean", "std", "resize", "data_shape": [H, W], ...}``

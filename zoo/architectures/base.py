@@ -88,6 +88,13 @@ class Architecture(abc.ABC):
         """``{loss name: float}`` from the training graph's outputs keyed by operator name
         (:func:`outputs_by_name`)."""
 
+    def positive_anchors(self, named_outputs):
+        """How many anchors a batch's training targets matched to an object, from the
+        training graph's outputs keyed by operator name; None where the family does not
+        output its targets. Zero on a batch with objects means the boxes never reach the
+        loss."""
+        return None
+
     @abc.abstractmethod
     def describe(self, spec, backbone):
         """``(feature maps, anchor count)`` as the checker table shows them."""

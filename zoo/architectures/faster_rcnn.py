@@ -144,6 +144,10 @@ class FasterRCNN(Architecture):
                 "rcnn_cls_loss": float(rcnn_ce),
                 "rcnn_box_loss": float(box_loss.sum() / len(classes))}
 
+    def positive_anchors(self, named_outputs):
+        """RPN anchors labelled object (1; 0 is background, -1 not sampled)."""
+        return int((to_numpy(named_outputs["rpn_label_out"]) == 1).sum())
+
     def describe(self, spec, backbone):
         """The RPN feature map as ``HxW/stride`` and the anchor count, for the checker table."""
         feature = backbone.body().get_internals()[spec["rpn_layer"] + "_output"]

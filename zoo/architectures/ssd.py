@@ -108,6 +108,10 @@ class SSD(Architecture):
         return {"cls_loss": float(-np.log(picked[valid] + 1e-12).mean()) if valid.any() else 0.0,
                 "box_loss": float(loc_loss.sum() / positives)}
 
+    def positive_anchors(self, named_outputs):
+        """Anchors whose class target is an object (0 is background, -1 ignored)."""
+        return int((to_numpy(named_outputs["cls_label"]) > 0).sum())
+
     def describe(self, spec, backbone):
         """Feature maps as ``HxW/stride`` and the anchor count, for the checker table."""
         side = spec["data_shape"]

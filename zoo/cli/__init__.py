@@ -38,6 +38,8 @@ COMMANDS = {
     "quantize": ("quantize", "quantize an artifact to int8, calibrated on a dataset split"),
     "export": ("export", "write a deployable artifact from an artifact or a registered model"),
     "check": ("check", "validate model configs against their graphs and print a table"),
+    "check-data": ("check_data", "census of a dataset's splits and pictures of the first "
+                                 "batches the network would get, without training"),
     "prepare-data": ("prepare_data", "pack a VOC or COCO dataset into .lst/.rec/.idx files"),
     "convert": ("convert", "convert a format-1 checkpoint into a format-2 artifact"),
     "import-gluoncv": ("import_gluoncv", "import one of GluonCV's trained detectors as an "

@@ -14,25 +14,42 @@ from zoo.engine.trainer import OPTIMIZERS
 from zoo.jobs.train import KV_STORES, TrainOptions, eval_command, train
 from zoo.cli import report
 from zoo.cli.common import (add_batch_flag, add_ctx_flag, add_dataset_flags, add_hidden_alias,
-                            add_progress_flag, comma_list, float_in, increasing, network,
-                            nonnegative_float, nonnegative_int, options_from, positive_float,
-                            positive_int, regex)
+                            add_progress_flag, comma_list, float_in, fraction, increasing,
+                            network, nonnegative_float, nonnegative_int, options_from,
+                            positive_float, positive_int, regex)
 
-__all__ = ["add_arguments", "run"]
+__all__ = ["add_arguments", "add_data_arguments", "run"]
+
+
+def add_data_arguments(p):
+    """The flags saying what data a run sees and how (``zoo train``'s and ``zoo
+    check-data``'s): the dataset and its splits, the input size, the batch, the
+    augmentation, the seed, what ``--skip-bad`` may drop."""
+    add_dataset_flags(p, {
+        "--train-split": (TrainOptions.train_split, "split to train on"),
+        "--val-split": (TrainOptions.val_split, "split to validate on ('' for none)")})
+    add_hidden_alias(p, "--train-set", "train_split")
+    add_hidden_alias(p, "--val-set", "val_split")
+    p.add_argument("--max-skipped", type=fraction, default=TrainOptions.max_skipped,
+                   metavar="SHARE",
+                   help="with --skip-bad: stop when more than this share of a split's images "
+                        "would be dropped, rather than train on the few left")
+    p.add_argument("--data-shape", type=positive_int, default=None,
+                   help="input side (default: the config's)")
+    add_batch_flag(p, TrainOptions.batch_size)
+    p.add_argument("--seed", type=nonnegative_int, default=TrainOptions.seed,
+                   help="seed of the initialisation, the data order and the augmentation")
+    p.add_argument("--max-expand", type=float_in(1.0), default=TrainOptions.max_expand,
+                   help="largest zoom-out of the expansion augmentation (1 disables it)")
+    p.add_argument("--no-crop", dest="crop", action="store_false",
+                   help="no IoU-constrained random crop in the augmentation")
 
 
 def add_arguments(p):
     p.add_argument("--network", type=network, default=None,
                    help="registered model name or YAML config path (default with --init-from: "
                         "the config its artifact stores)")
-    add_dataset_flags(p, {
-        "--train-split": ("train", "split to train on"),
-        "--val-split": ("val", "split to validate on ('' for none)")})
-    add_hidden_alias(p, "--train-set", "train_split")
-    add_hidden_alias(p, "--val-set", "val_split")
-    p.add_argument("--data-shape", type=positive_int, default=None,
-                   help="input side (default: the config's)")
-    add_batch_flag(p, 16)
+    add_data_arguments(p)
     p.add_argument("--epochs", type=positive_int, default=10, help="epochs to train in all")
     p.add_argument("--lr", type=positive_float, default=0.01,
                    help="base learning rate of a step; gradients are averaged over devices "
@@ -78,13 +95,7 @@ def add_arguments(p):
     p.add_argument("--output-dir", default=os.path.join("output", "train"),
                    help="folder of the artifact (PREFIX = <output-dir>/<model name>) and the "
                         "CSV log")
-    p.add_argument("--seed", type=nonnegative_int, default=0,
-                   help="seed of the initialisation, the data order and the augmentation")
     p.add_argument("--val-interval", type=positive_int, default=1, help="validate every N epochs")
-    p.add_argument("--max-expand", type=float_in(1.0), default=4.0,
-                   help="largest zoom-out of the expansion augmentation (1 disables it)")
-    p.add_argument("--no-crop", dest="crop", action="store_false",
-                   help="no IoU-constrained random crop in the augmentation")
     p.add_argument("--memory-saving", action="store_true",
                    help="keep few activations and recompute the others in backward, "
                         "segment by segment (zoo.engine.memory); same losses and gradients. "

@@ -48,6 +48,7 @@ class COCODataset(DetectionDataset):
         self.coco = build_index(data, policy, annotation_json)
         records = policy.parse_each(sorted(self.coco.imgs), self._load)
         self.frames.finish()
+        self.listed = len(data["images"])
         super().__init__(policy.finish(records), [name for _, name in categories])
 
     def result_ids(self):

@@ -23,6 +23,9 @@ class DetectionDataset:
 
     source = None
     """What names the dataset in skip warnings (its list or annotation file); readers set it."""
+    listed = None
+    """How many images the source lists; with ``skip_bad`` the bad ones are not among
+    ``records``. Readers set it (None: as many as ``records``, see :meth:`dropped`)."""
 
     def __init__(self, records, class_names, box_convention=CONTINUOUS):
         self.records = records
@@ -57,6 +60,11 @@ class DetectionDataset:
             self._keep_items(keep)
         policy.finish(keep)
         return dropped
+
+    def dropped(self):
+        """How many of the images the source lists ``skip_bad`` dropped, when the dataset
+        was opened and by :meth:`verify`."""
+        return 0 if self.listed is None else self.listed - len(self.records)
 
     def _check_item(self, index):
         """Decode item ``index`` (the pixels are dropped at once); returns the index."""

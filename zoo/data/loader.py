@@ -77,7 +77,9 @@ class DetectionLoader:
     order, with augmentation drawn from its own key, so batches keep their
     shape and a resumed epoch is the same as an uninterrupted one. At the end
     of the epoch one warning gives the count and the first reason;
-    ``last_skipped`` maps each bad item's index to its reason.
+    ``last_skipped`` maps each bad item's index to its reason. More bad items than
+    the share ``max_skipped`` of the epoch's is a :class:`DataError` at its end: the
+    epoch trained on the few good images over and over.
 
     ``iter(loader)`` runs the next epoch (0, 1, ...; :meth:`set_epoch` moves
     it, e.g. when resuming); :meth:`epoch` runs a given epoch.
@@ -85,7 +87,7 @@ class DetectionLoader:
 
     def __init__(self, dataset, batch_size, transform, shuffle=True, seed=0, num_workers=None,
                  max_objects=None, last_batch="discard", num_shards=1, shard_index=0,
-                 prefetch=3, skip_bad=False):
+                 prefetch=3, skip_bad=False, max_skipped=1.0):
         if last_batch not in LAST_BATCH_MODES:
             raise ValueError("last_batch must be one of %s, not %r"
                              % (", ".join(LAST_BATCH_MODES), last_batch))
@@ -98,7 +100,7 @@ class DetectionLoader:
         self.num_workers = num_workers or os.cpu_count() or 1
         self.max_objects, self.last_batch, self.prefetch = max_objects, last_batch, prefetch
         self.num_shards, self.shard_index = num_shards, shard_index
-        self.skip_bad, self.last_skipped = skip_bad, {}
+        self.skip_bad, self.max_skipped, self.last_skipped = skip_bad, max_skipped, {}
         self.size_divisor = getattr(transform, "size_divisor", None)
         self.next_epoch = 0
 
@@ -166,6 +168,13 @@ class DetectionLoader:
         self.last_skipped = bad
         if bad:
             first = min(bad, key=lambda index: position(order, index))
+            if len(bad) > self.max_skipped * len(order):
+                raise DataError(
+                    "%s: epoch %d: %d of its %d images could not be read (%.0f%%), more than "
+                    "max_skipped %g (--max-skipped) allows; first: %s" % (
+                        self.dataset.source or repr(self.dataset), epoch, len(bad),
+                        len(order), 100.0 * len(bad) / len(order), self.max_skipped,
+                        bad[first]))
             warnings.warn("epoch %d: skipped %d bad item%s, each replaced by the next readable "
                           "one; first: %s" % (epoch, len(bad), "" if len(bad) == 1 else "s",
                                               bad[first]), stacklevel=2)

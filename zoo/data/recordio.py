@@ -98,6 +98,7 @@ class LstDataset(DetectionDataset):
         except (OSError, UnicodeDecodeError) as err:
             raise data_error(lst_path, "cannot read list: %s" % err)
         policy = SkipPolicy(skip_bad, lst_path)
+        self.listed = len(lines)
         records = policy.parse_each(lines, lambda line: self._parse_line(*line, len(names)))
         super().__init__(policy.finish(records), names, read_box_convention(lst_path))
 
@@ -142,6 +143,7 @@ class RecordDataset(DetectionDataset):
         self.class_names = class_names_beside(rec_path, class_names)
         self.box_convention = read_box_convention(rec_path)
         self.keys = read_index_keys(self.idx_path)
+        self.listed = len(self.keys)
         self._reader = mx.recordio.MXIndexedRecordIO(self.idx_path, rec_path, "r")
         self._lock = threading.Lock()  # the reader seeks and reads one shared file handle
         self._records = None

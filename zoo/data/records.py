@@ -56,19 +56,26 @@ class Record:
             np.float32).reshape(-1, LABEL_WIDTH)
 
 
-def make_record(source, path, width, height, boxes, class_ids, difficult, key=None):
+def make_record(source, path, width, height, boxes, class_ids, difficult, key=None,
+                corner_names=None):
     """Check an image's annotations and return its :class:`Record`.
 
     ``source`` names the annotation (file, or ``file:line``) in error messages.
     Raises :class:`DataError` on a non-positive image size, a box with
     x2 <= x1 or y2 <= y1, or a box more than ``BOX_TOLERANCE`` pixels outside
-    the image; boxes within the tolerance are clipped.
+    the image; boxes within the tolerance are clipped. ``corner_names``: what the format
+    calls x2 and y2 (VOC's ``("xmax", "ymax")``), for a format that writes corners: an
+    empty or inverted box that would fit its image read as x, y, width, height then says
+    so.
     """
     if not (width > 0 and height > 0):
         raise data_error(source, "image size %sx%s is not positive" % (width, height))
     boxes = np.asarray(boxes, dtype=np.float64).reshape(-1, 4)
     for index, (x1, y1, x2, y2) in enumerate(boxes):
         problem = box_problem(x1, y1, x2, y2, width, height)
+        if problem and corner_names and looks_like_sizes(x1, y1, x2, y2, width, height):
+            problem += ("; %s and %s look like a width and a height: write the corners "
+                        "%s = xmin + width, %s = ymin + height" % (corner_names * 2))
         if problem:
             raise data_error(source, "object %d: box (%g, %g, %g, %g) %s"
                              % (index, x1, y1, x2, y2, problem))
@@ -88,6 +95,15 @@ def box_problem(x1, y1, x2, y2, width, height):
             or y2 > height + BOX_TOLERANCE):
         return "lies outside the %dx%d image" % (width, height)
     return None
+
+
+def looks_like_sizes(x1, y1, x2, y2, width, height):
+    """Whether an empty or inverted box would fit its ``width`` x ``height`` image read as
+    ``(x, y, w, h)``: the mistake of writing a width and a height where corners belong."""
+    if not (x2 <= x1 or y2 <= y1):
+        return False
+    return (x2 >= 0 and y2 >= 0 and x1 + x2 <= width + BOX_TOLERANCE
+            and y1 + y2 <= height + BOX_TOLERANCE)
 
 
 class SkipPolicy:

@@ -51,6 +51,7 @@ class VOCDataset(DetectionDataset):
         policy, self.frames = SkipPolicy(skip_bad, source), FramePolicy(source)
         records = policy.parse_each(ids, lambda image_id: self._load(image_id, class_index))
         self.frames.finish()
+        self.listed = len(ids)
         super().__init__(policy.finish(records), names, INCLUSIVE)
 
     def _load(self, image_id, class_index):
@@ -105,7 +106,8 @@ def parse_annotation(xml_path, image_path, class_index, key=None):
         boxes.append([number(obj, "bndbox/" + tag, xml_path, index) - 1
                       for tag in ("xmin", "ymin", "xmax", "ymax")])
         difficult.append(difficult_flag(obj, xml_path, index))
-    return make_record(xml_path, image_path, width, height, boxes, class_ids, difficult, key)
+    return make_record(xml_path, image_path, width, height, boxes, class_ids, difficult, key,
+                       corner_names=("xmax", "ymax"))
 
 
 def parse_xml(path):

@@ -49,7 +49,8 @@ class Hook:
 
     def before_step(self, trainer, epoch, batch_index, batch):
         """``batch``: the loader's :class:`zoo.data.loader.Batch` (images as the network
-        gets them, labels in pixels of the input), before its forward pass."""
+        gets them, label rows normalised to [0, 1] of each image's valid region), before
+        its forward pass."""
 
     def after_step(self, trainer, epoch, batch_index, losses):
         pass

@@ -14,8 +14,8 @@ from matplotlib.ticker import MaxNLocator
 from zoo.inference.runner import Detections, label_names, rgb_image
 from zoo.errors import DataError
 
-__all__ = ["ENCODINGS", "class_color", "draw", "draw_detections", "encode_image", "pixel_box",
-           "plot_training_log", "save_image", "save_png"]
+__all__ = ["ENCODINGS", "class_color", "draw", "draw_boxes", "draw_detections", "encode_image",
+           "pixel_box", "plot_training_log", "save_image", "save_png"]
 
 FONT = cv2.FONT_HERSHEY_SIMPLEX
 # Stepping the hue by the golden ratio keeps the colours of neighbouring class ids apart.
@@ -84,15 +84,25 @@ def draw(image, detections):
     # OpenCV draws on C-ordered arrays only, and the caller's array stays untouched.
     exif = "ignore" if detections.frame == "stored" else "apply"
     image = np.array(rgb_image(image, exif=exif), copy=True, order="C")
+    texts = ["%s %.2f" % (name, score) for name, score in zip(detections.names,
+                                                               detections.scores)]
+    return draw_boxes(image, detections.boxes, detections.labels, texts,
+                      np.argsort(detections.scores, kind="stable"))
+
+
+def draw_boxes(image, boxes, labels, texts, order=None):
+    """Draw pixel ``boxes`` on ``image`` (RGB uint8, C-ordered) in place, each in its
+    label's colour with its text on top, in ``order`` (the last on top; None: as given);
+    returns the image. What :func:`draw` draws detections with, and the training-health
+    pictures ground truth."""
     height, width = image.shape[:2]
     thickness = max(1, round(min(height, width) / 300))
     font_scale = max(0.4, min(height, width) / 1000)
-    for index in np.argsort(detections.scores, kind="stable"):
-        box = pixel_box(detections.boxes[index], width, height)
-        color = class_color(int(detections.labels[index]))
+    for index in range(len(boxes)) if order is None else order:
+        box = pixel_box(boxes[index], width, height)
+        color = class_color(int(labels[index]))
         cv2.rectangle(image, box[:2], box[2:], color, thickness)
-        draw_label(image, "%s %.2f" % (detections.names[index], detections.scores[index]), box,
-                   color, font_scale)
+        draw_label(image, texts[index], box, color, font_scale)
     return image
 
 

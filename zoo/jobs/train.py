@@ -13,6 +13,8 @@ from zoo import artifact, runlock
 from zoo.engine import finetune
 from zoo.data import DetectionLoader, train_transform
 from zoo.distributed.cluster import create_dist_kvstore, is_distributed
+from zoo.engine.health import census
+from zoo.engine.health.first_batch import FirstBatch, picture_path
 from zoo.engine.health.report import HealthReport
 from zoo.engine.health.summary import HealthSummary
 from zoo.engine.hooks import default_hooks, last_checkpoint_note
@@ -23,8 +25,9 @@ from zoo.config.registry import network_config
 from zoo.jobs import LOG_FORMAT
 from zoo.jobs.datasets import DataSplit
 
-__all__ = ["KV_STORES", "LOG", "TrainOptions", "eval_command", "make_trainer", "optimizer_options",
-           "resume_prefix", "train"]
+__all__ = ["KV_STORES", "LOG", "TrainOptions", "build_train_model", "data_census", "eval_command",
+           "make_trainer", "open_data", "optimizer_options", "resume_prefix", "train",
+           "training_loader"]
 
 LOG = logging.getLogger("zoo.train")
 CLASSES_SHOWN = 8
@@ -69,6 +72,8 @@ class TrainOptions:
     max_expand: float = 4.0              # largest zoom-out of SSD's augmentation (1: none)
     crop: bool = True                    # SSD's IoU-constrained random crop
     skip_bad: bool = False
+    max_skipped: float = 0.2             # with skip_bad: the largest share of a split's
+                                         # images it may drop (more stops the run)
     annotations: Optional[str] = None    # coco: the annotation file ({split}: the split)
     image_dir: Optional[str] = None      # coco: the image folder ({split}: the split)
     memory_saving: bool = False
@@ -108,18 +113,15 @@ def make_trainer(options, kvstore=None):
     """The :class:`Trainer` of a run; with a dist ``kvstore`` this worker trains on its
     rank's shard and only rank 0 validates and writes checkpoints."""
     rank, num_workers = (kvstore.rank, kvstore.num_workers) if kvstore is not None else (0, 1)
-    check_split_paths(options)
-    train_set = data_split(options, options.train_split).open()
-    check_batch_size(options, len(train_set), num_workers)
-    val_set = open_val_set(options) if options.val_split and rank == 0 else None
+    train_set, val_set = open_data(options, rank, num_workers)
     model = build_train_model(options, train_set.class_names)
     LOG.info("%s", header_line(options, model, len(train_set)))
-    transform = train_transform(model.preprocessing(), options.max_expand, options.crop)
-    max_objects = max(1, max(len(r.class_ids) for r in train_set.records))
-    loader = DetectionLoader(train_set, options.batch_size, transform, shuffle=True,
-                             seed=options.seed, num_workers=options.data_threads,
-                             max_objects=max_objects, num_shards=num_workers, shard_index=rank,
-                             skip_bad=options.skip_bad)
+    health = HealthReport()
+    if options.health and rank == 0:
+        LOG.info("first batch, as the network gets it: %s", picture_path(options.output_dir))
+        for line in data_census(options, model, train_set, val_set, health):
+            LOG.info("%s", line)
+    loader = training_loader(options, model, train_set, num_workers, rank)
     if kvstore is not None:
         LOG.info("%s worker rank %d of %d: %d of %d samples, %d steps per epoch, %d samples "
                  "per step in all", kvstore.type, rank, num_workers,
@@ -130,19 +132,68 @@ def make_trainer(options, kvstore=None):
                           val_interval=options.val_interval, keep_last=options.keep_last,
                           overwrite=options.overwrite, progress=options.progress,
                           run=run_record(options),
-                          checks=health_checks(options, prefix, train_set, val_set))
+                          checks=health_checks(options, prefix, train_set, val_set, model))
     return Trainer(model, loader, trainer_options(options), optimizer_options(options),
                    hooks=hooks, kvstore=kvstore, initial_params=initial_params(options, model),
-                   health=HealthReport())
+                   health=health)
 
 
-def health_checks(options, prefix, train_set, val_set):
+def health_checks(options, prefix, train_set, val_set, model):
     """The run's training-health hooks (:mod:`zoo.engine.health`), in the order they run;
     with ``health`` off, only the summary (which then lists no check)."""
     checks = []
     if options.health:
-        pass
+        checks.append(FirstBatch(model, train_set, str(data_split(options, options.train_split)),
+                                 options.output_dir))
     return checks + [HealthSummary(prefix)]
+
+
+def open_data(options, rank=0, num_workers=1):
+    """``(train_set, val_set)``: the training split and, on rank 0, the validation split
+    (None without one). Refused in one line: a batch larger than this worker's share, and
+    (:mod:`zoo.engine.health.census`) boxes normalised to [0, 1], ``skip_bad`` dropping more
+    than ``max_skipped`` of a split, a training split without a box."""
+    check_split_paths(options)
+    train_set = open_split(options, options.train_split)
+    census.check_has_boxes(train_set, str(data_split(options, options.train_split)))
+    check_batch_size(options, len(train_set), num_workers)
+    val_set = open_val_set(options) if options.val_split and rank == 0 else None
+    return train_set, val_set
+
+
+def open_split(options, split, verify=False):
+    """The dataset of ``split``, every image decoded first if ``verify`` (bad ones dropped
+    with ``skip_bad``), refused when ``skip_bad`` dropped too many or its boxes look
+    normalised."""
+    name = str(data_split(options, split))
+    dataset = data_split(options, split).open()
+    if verify:
+        dataset.verify(skip_bad=options.skip_bad, num_workers=options.data_threads)
+    census.check_skipped(dataset, name, options.max_skipped)
+    census.check_boxes_in_pixels(dataset, name)
+    return dataset
+
+
+def data_census(options, model, train_set, val_set, health):
+    """The census lines of the training and validation splits (:mod:`zoo.engine.health.census`),
+    their warnings issued into ``health``; boxes under a pixel at ``model``'s input counted."""
+    preprocessing = model.preprocessing()
+    train = census.take_census(train_set, str(data_split(options, options.train_split)),
+                               preprocessing)
+    val = (census.take_census(val_set, str(data_split(options, options.val_split)), preprocessing)
+           if val_set is not None else None)
+    return census.report(health, train, val)
+
+
+def training_loader(options, model, train_set, num_workers=1, rank=0):
+    """The loader of this worker's shard of ``train_set`` through ``model``'s augmentation,
+    batches in the order the run's seed gives."""
+    transform = train_transform(model.preprocessing(), options.max_expand, options.crop)
+    max_objects = max(1, max(len(r.class_ids) for r in train_set.records))
+    return DetectionLoader(train_set, options.batch_size, transform, shuffle=True,
+                           seed=options.seed, num_workers=options.data_threads,
+                           max_objects=max_objects, num_shards=num_workers, shard_index=rank,
+                           skip_bad=options.skip_bad, max_skipped=options.max_skipped)
 
 
 def initial_params(options, model):
@@ -189,9 +240,7 @@ def eval_command(options, prefix):
 def open_val_set(options):
     """The validation split with every image decoded once: a bad one stops the run now, in
     one line, rather than after the first epoch (with ``skip_bad`` it is dropped)."""
-    val_set = data_split(options, options.val_split).open()
-    val_set.verify(skip_bad=options.skip_bad, num_workers=options.data_threads)
-    return val_set
+    return open_split(options, options.val_split, verify=True)
 
 
 def check_split_paths(options):

@@ -1,0 +1,83 @@
+"""Check a dataset before training on it: the data census of its training and validation
+splits and the pictures of the first batches the network would get, exactly as ``zoo
+train`` with the same flags would start (:mod:`zoo.engine.health`), without training."""
+import os
+from dataclasses import dataclass, fields
+from typing import Optional, Tuple
+
+from zoo.engine.health import census
+from zoo.engine.health.first_batch import (CHECK, check_objects, check_positives, draw_batch,
+                                           forward_positive_anchors, picture_path)
+from zoo.engine.health.report import HealthReport
+from zoo.jobs.train import (TrainOptions, build_train_model, data_census, data_split, open_data,
+                            training_loader)
+
+__all__ = ["CheckDataOptions", "CheckDataResult", "check_data"]
+
+
+@dataclass(frozen=True)
+class CheckDataOptions:
+    """The data flags of :class:`~zoo.jobs.train.TrainOptions` (same names and defaults),
+    the model whose input the batches are drawn for, and how many batches to draw."""
+    network: str                         # registered model name or YAML config path
+    dataset: str = TrainOptions.dataset
+    data_root: str = TrainOptions.data_root
+    train_split: str = TrainOptions.train_split
+    val_split: str = TrainOptions.val_split
+    data_shape: Optional[int] = TrainOptions.data_shape
+    batch_size: int = TrainOptions.batch_size
+    max_expand: float = TrainOptions.max_expand
+    crop: bool = TrainOptions.crop
+    seed: int = TrainOptions.seed
+    skip_bad: bool = TrainOptions.skip_bad
+    max_skipped: float = TrainOptions.max_skipped
+    annotations: Optional[str] = TrainOptions.annotations
+    image_dir: Optional[str] = TrainOptions.image_dir
+    data_threads: Optional[int] = TrainOptions.data_threads
+    output_dir: str = os.path.join("output", "check-data")
+    batches: int = 3                     # first batches of the first epoch drawn
+
+    def train_options(self):
+        """The :class:`TrainOptions` of a run on this data (its other settings default)."""
+        shared = {f.name for f in fields(TrainOptions)} & {f.name for f in fields(self)}
+        return TrainOptions(**{name: getattr(self, name) for name in shared})
+
+
+@dataclass(frozen=True)
+class CheckDataResult:
+    lines: Tuple[str, ...]               # the census lines, then the first batch's
+    pictures: Tuple[str, ...]            # train_batch0.png, ...
+    warnings: Tuple[str, ...]            # the census warnings issued
+
+
+def check_data(options):
+    """Take the census and draw the first ``batches`` batches of the first epoch; raises
+    :class:`zoo.errors.DataError` where ``zoo train`` would refuse the data, or its first
+    batch (no object, or no positive anchor)."""
+    train_options = options.train_options()
+    train_set, val_set = open_data(train_options)
+    model = build_train_model(train_options, train_set.class_names)
+    health = HealthReport()
+    lines = data_census(train_options, model, train_set, val_set, health)
+    loader = training_loader(train_options, model, train_set)
+    name = str(data_split(train_options, options.train_split))
+    pictures = []
+    for index, batch in zip(range(options.batches), loader.epoch(0)):
+        pictures.append(draw_batch(batch, model.preprocessing(), model.config["class_names"],
+                                   picture_path(options.output_dir, index)))
+        if index == 0:
+            lines.append(first_batch_line(model, batch, train_set, name, pictures[0],
+                                          loader.max_objects))
+    return CheckDataResult(lines=tuple(lines), pictures=tuple(pictures),
+                           warnings=tuple(w["message"] for w in health.warnings))
+
+
+def first_batch_line(model, batch, train_set, name, picture, max_objects):
+    """The first batch checked as training checks it, in one line."""
+    objects, annotated = check_objects(batch, train_set, name, picture)
+    positives = forward_positive_anchors(model, batch, max_objects)
+    check_positives(positives, objects, model, name, picture)
+    return "%s: %d images, %d of their %d annotated boxes in the %s input%s" % (
+        CHECK, len(batch.indices) - batch.pad, objects, annotated,
+        census.input_size(model.preprocessing()),
+        "" if positives is None else ", %d positive anchors for %s" % (positives, model.name))
