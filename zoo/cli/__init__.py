@@ -66,10 +66,10 @@ def user_errors():
     from zoo.artifact import ArtifactError
     from zoo.distributed.cluster import ClusterError
     from zoo.engine.trainer import TrainingError
-    from zoo.errors import ConfigError, DataError, OptionsError, OutputLocked
+    from zoo.errors import ConfigError, DataError, OnnxModelError, OptionsError, OutputLocked
     from zoo.gluoncv.common import GluonCVImportError
     return (ConfigError, DataError, ArtifactError, FileNotFoundError, TrainingError,
-            ClusterError, OptionsError, GluonCVImportError, OutputLocked)
+            ClusterError, OptionsError, GluonCVImportError, OutputLocked, OnnxModelError)
 
 
 def build_parser(command=None):
@@ -98,6 +98,12 @@ def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
     # The top-level parser has no flag taking a value: the first word is the command.
     command = next((word for word in argv if not word.startswith("-")), None)
+    problem = environment_problem()
+    if problem:
+        # Before any command's module loads MXNet, which aborts on some of these.
+        print("zoo%s: error: %s" % (" " + command if command in COMMANDS else "", problem),
+              file=sys.stderr)
+        return 1
     parser = build_parser(command if command in COMMANDS else None)
     args, unknown = parser.parse_known_args(argv)
     if unknown and args.command in COMMANDS and hasattr(command_module(args.command),
@@ -122,6 +128,18 @@ def main(argv=None):
         # Outside the training loop (which stops cleanly itself): nothing half-written is
         # kept, artifacts are written atomically.
         return report(args.command, "interrupted by SIGINT", 128 + signal.SIGINT)
+
+
+def environment_problem():
+    """The one-line error of an environment variable set to a value that cannot be (see
+    :data:`zoo.process.VARIABLES`), else None."""
+    from zoo.errors import OptionsError
+    from zoo.process import check_environment
+    try:
+        check_environment()
+    except OptionsError as err:
+        return str(err)
+    return None
 
 
 SKIP_HINT = "; --skip-bad skips such an image with a warning"
