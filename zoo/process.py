@@ -22,8 +22,13 @@ ENGINES = (SYNCHRONOUS_ENGINE, "ThreadedEngine", "ThreadedEnginePerDevice")
 
 
 def _is_count(value):
+    """A whole number, 1 or more."""
+    return re.fullmatch(r"\s*[0-9]+\s*", value) is not None and int(value) >= 1
+
+
+def _is_threads(value):
     """A whole number from 1 to 2**31 - 1, as MXNet's ``dmlc::GetEnv<int>`` reads one."""
-    return re.fullmatch(r"\s*[0-9]+\s*", value) is not None and 1 <= int(value) < 2 ** 31
+    return _is_count(value) and int(value) < 2 ** 31
 
 
 def _is_seconds(value):
@@ -35,7 +40,7 @@ def _is_seconds(value):
 
 VARIABLES = {
     # name: (whether a value is good, what is expected)
-    "OMP_NUM_THREADS": (_is_count, "a whole number of threads, 1 or more (unset: one per "
+    "OMP_NUM_THREADS": (_is_threads, "a whole number of threads, 1 or more (unset: one per "
                                    "core)"),
     "MXNET_ENGINE_TYPE": (ENGINES.__contains__, "one of %s (unset: %s)"
                           % (", ".join(ENGINES), SYNCHRONOUS_ENGINE)),

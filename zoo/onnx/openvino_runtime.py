@@ -47,7 +47,9 @@ reads a port's ``type``."""
 
 
 def load_openvino_detector(path, threads=None, exif="apply"):
-    """The :class:`OpenVinoDetector` of a deployed ``PREFIX.xml``."""
+    """The :class:`OpenVinoDetector` of a deployed ``PREFIX.xml``; an IR that does not load
+    (its ``.bin`` missing or not its own included) is an :class:`~zoo.errors.OnnxModelError`,
+    one line naming the file."""
     return OpenVinoDetector(path, threads, exif)
 
 

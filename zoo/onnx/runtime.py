@@ -48,7 +48,8 @@ JSON_METADATA = {
 
 
 def load_onnx_detector(path, providers=None, threads=None, exif="apply"):
-    """The :class:`OnnxDetector` of an exported ``PREFIX.onnx`` file."""
+    """The :class:`OnnxDetector` of an exported ``PREFIX.onnx`` file; a file that does not
+    load is an :class:`~zoo.errors.OnnxModelError`, one line naming it."""
     return OnnxDetector(path, providers, threads, exif)
 
 
