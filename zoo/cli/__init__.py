@@ -5,8 +5,10 @@ Each command is a module of this package with ``add_arguments(parser)`` and
 (:mod:`zoo.jobs`). Every failure a user can cause is one line on stderr, no traceback:
 
 - a bad flag value or a missing flag: ``zoo COMMAND: error: argument --flag: ...``, exit 2;
-- a bad config, dataset, artifact or option, a file that cannot be read or written (disk
-  full, no permission), a diverged training: ``zoo COMMAND: error: ...``, exit 1;
+- a bad config, dataset, artifact, deployed file or option, a file that cannot be read or
+  written (disk full, no permission), a diverged training, an environment variable the zoo
+  or MXNet reads set to a value that cannot be (checked before MXNet loads):
+  ``zoo COMMAND: error: ...``, exit 1;
 - SIGINT or SIGTERM: training stops at a batch boundary and names its last complete
   checkpoint; exit 130 (SIGINT) or 143 (SIGTERM), as a shell reports a killed command.
 
