@@ -35,6 +35,7 @@ from zoo.version import __version__
 from zoo.errors import ConfigError
 from zoo.config.loading import class_names
 from zoo.process import running
+from zoo.schema.checks import repeated
 from zoo.model import DetectionModel, build_model
 
 __all__ = ["Artifact", "ArtifactError", "FORMAT_VERSION", "OptimizerState", "atomic_write",
@@ -340,8 +341,8 @@ def _check_meta(path, meta, epoch):
     checks = [
         ("epoch", meta["epoch"] == epoch and type(meta["epoch"]) is int, "%d" % epoch),
         ("config", isinstance(meta["config"], dict), "an object"),
-        ("class_names", _is_names(meta["class_names"]) and len(meta["class_names"]) > 0,
-         "a list of class names"),
+        ("class_names", _is_names(meta["class_names"]) and len(meta["class_names"]) > 0
+         and not repeated(meta["class_names"]), "a list of class names, none repeated"),
         ("preprocessing", isinstance(meta["preprocessing"], dict)
          and {"mean", "std", "data_shape"} <= set(meta["preprocessing"]),
          "an object with mean, std and data_shape"),

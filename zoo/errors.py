@@ -22,8 +22,8 @@ def quoted(value):
     text = _QUOTE.repr(value)
     return text if len(text) <= QUOTE_LIMIT else text[:QUOTE_LIMIT - 3] + "..."
 
-__all__ = ["ConfigError", "DataError", "HealthWarning", "OptionsError", "OutputLocked",
-           "PretrainedNotFound"]
+__all__ = ["ConfigError", "DataError", "HealthWarning", "OnnxModelError", "OptionsError",
+           "OutputLocked", "PretrainedNotFound"]
 
 
 class ConfigError(ValueError):
@@ -50,6 +50,12 @@ class DataError(ValueError):
 class OptionsError(ValueError):
     """A job's options are out of range or contradict each other; the message is one line
     naming them."""
+
+
+class OnnxModelError(ValueError):
+    """A deployed file (an ONNX export, an OpenVINO IR) is missing, damaged or not a zoo
+    export this zoo reads; the message is one line naming the file. Raised by
+    :mod:`zoo.onnx.runtime` and :mod:`zoo.onnx.openvino_runtime` (which load no MXNet)."""
 
 
 class OutputLocked(RuntimeError):

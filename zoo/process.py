@@ -1,18 +1,72 @@
 """Process settings MXNet reads once, when it loads: the zoo makes them before importing it
-(:func:`configure`), each only where the user has not set it."""
+(:func:`configure`), each only where the user has not set it; and the environment
+variables the zoo and MXNet read, checked (:func:`check_environment`, :func:`variable`)."""
 import importlib.abc
 import importlib.util
+import math
 import os
 import re
 import sys
 import tempfile
 
-__all__ = ["ENGINE_NOTICE", "SYNCHRONOUS_ENGINE", "configure", "gpu_ids", "running",
-           "start_engine_on_import"]
+from zoo.errors import OptionsError, quoted
+
+__all__ = ["ENGINE_NOTICE", "ENGINES", "SYNCHRONOUS_ENGINE", "VARIABLES", "check_environment",
+           "configure", "gpu_ids", "running", "start_engine_on_import", "variable"]
 
 SYNCHRONOUS_ENGINE = "NaiveEngine"
 ENGINE_NOTICE = "MXNet start using engine: "
 """What MXNet logs on stderr when it starts an engine chosen by the environment."""
+ENGINES = (SYNCHRONOUS_ENGINE, "ThreadedEngine", "ThreadedEnginePerDevice")
+"""The engines MXNet 1.9 has (``MXNET_ENGINE_TYPE``)."""
+
+
+def _is_count(value):
+    """A whole number, 1 or more."""
+    return re.fullmatch(r"\s*[0-9]+\s*", value) is not None and int(value) >= 1
+
+
+def _is_threads(value):
+    """A whole number from 1 to 2**31 - 1, as MXNet's ``dmlc::GetEnv<int>`` reads one."""
+    return _is_count(value) and int(value) < 2 ** 31
+
+
+def _is_seconds(value):
+    try:
+        return 0 < float(value) < math.inf
+    except ValueError:
+        return False
+
+
+VARIABLES = {
+    # name: (whether a value is good, what is expected)
+    "OMP_NUM_THREADS": (_is_threads, "a whole number of threads, 1 or more (unset: one per "
+                                   "core)"),
+    "MXNET_ENGINE_TYPE": (ENGINES.__contains__, "one of %s (unset: %s)"
+                          % (", ".join(ENGINES), SYNCHRONOUS_ENGINE)),
+    "ZOO_MAX_PIXELS": (_is_count, "a positive whole number of pixels"),
+    "ZOO_CONNECT_TIMEOUT": (_is_seconds, "a positive number of seconds"),
+}
+"""The environment variables the zoo reads or sets for MXNet. MXNet aborts the whole
+process (SIGABRT, no Python error, no word of which variable) on an ``OMP_NUM_THREADS`` it
+cannot read as a whole number, and stops with a traceback on an unknown engine."""
+
+
+def variable(name, environ=os.environ):
+    """The value of the variable ``name`` of :data:`VARIABLES` (None if unset), or an
+    :class:`~zoo.errors.OptionsError` naming it if it cannot be."""
+    value = environ.get(name)
+    good, expected = VARIABLES[name]
+    if value is not None and not good(value):
+        raise OptionsError("%s=%s: expected %s" % (name, quoted(value), expected))
+    return value
+
+
+def check_environment(environ=os.environ):
+    """Raise :class:`~zoo.errors.OptionsError` for the first variable of :data:`VARIABLES`
+    whose value cannot be: the command line calls it before anything loads MXNet."""
+    for name in VARIABLES:
+        variable(name, environ)
 
 
 def configure(environ=os.environ):

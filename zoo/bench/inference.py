@@ -33,6 +33,7 @@ from zoo.bench.flops import count_flops
 from zoo.bench.timing import Stopwatch, median_seconds, print_line
 from zoo.inference.quantization import quantize
 from zoo.config.registry import unknown_network
+from zoo.onnx.deployed import is_deployed
 from zoo.model import get_model
 from zoo.bench.profile import PartProfile, format_profile, part_gflops, profile_graph
 
@@ -93,6 +94,11 @@ class BenchmarkOptions:
         if (self.network is None) == (self.checkpoint is None):
             raise OptionsError("give either a network or a checkpoint, not %s"
                              % ("both" if self.network else "neither"))
+        if self.checkpoint is not None and is_deployed(self.checkpoint):
+            raise OptionsError("checkpoint %s is a deployed file: zoo benchmark times an "
+                               "artifact (give its prefix; --compare all also times it on "
+                               "ONNX Runtime and OpenVINO); zoo eval scores a deployed file"
+                               % self.checkpoint)
         if self.network is not None and unknown_network(self.network):
             raise OptionsError(unknown_network(self.network))
         if not self.dtypes or set(self.dtypes) - set(DTYPES):

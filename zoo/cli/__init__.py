@@ -5,8 +5,10 @@ Each command is a module of this package with ``add_arguments(parser)`` and
 (:mod:`zoo.jobs`). Every failure a user can cause is one line on stderr, no traceback:
 
 - a bad flag value or a missing flag: ``zoo COMMAND: error: argument --flag: ...``, exit 2;
-- a bad config, dataset, artifact or option, a file that cannot be read or written (disk
-  full, no permission), a diverged training: ``zoo COMMAND: error: ...``, exit 1;
+- a bad config, dataset, artifact, deployed file or option, a file that cannot be read or
+  written (disk full, no permission), a diverged training, an environment variable the zoo
+  or MXNet reads set to a value that cannot be (checked before MXNet loads):
+  ``zoo COMMAND: error: ...``, exit 1;
 - SIGINT or SIGTERM: training stops at a batch boundary and names its last complete
   checkpoint; exit 130 (SIGINT) or 143 (SIGTERM), as a shell reports a killed command.
 
@@ -68,10 +70,10 @@ def user_errors():
     from zoo.artifact import ArtifactError
     from zoo.distributed.cluster import ClusterError
     from zoo.engine.trainer import TrainingError
-    from zoo.errors import ConfigError, DataError, OptionsError, OutputLocked
+    from zoo.errors import ConfigError, DataError, OnnxModelError, OptionsError, OutputLocked
     from zoo.gluoncv.common import GluonCVImportError
     return (ConfigError, DataError, ArtifactError, FileNotFoundError, TrainingError,
-            ClusterError, OptionsError, GluonCVImportError, OutputLocked)
+            ClusterError, OptionsError, GluonCVImportError, OutputLocked, OnnxModelError)
 
 
 def build_parser(command=None):
@@ -100,6 +102,12 @@ def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
     # The top-level parser has no flag taking a value: the first word is the command.
     command = next((word for word in argv if not word.startswith("-")), None)
+    problem = environment_problem()
+    if problem:
+        # Before any command's module loads MXNet, which aborts on some of these.
+        print("zoo%s: error: %s" % (" " + command if command in COMMANDS else "", problem),
+              file=sys.stderr)
+        return 1
     parser = build_parser(command if command in COMMANDS else None)
     args, unknown = parser.parse_known_args(argv)
     if unknown and args.command in COMMANDS and hasattr(command_module(args.command),
@@ -124,6 +132,18 @@ def main(argv=None):
         # Outside the training loop (which stops cleanly itself): nothing half-written is
         # kept, artifacts are written atomically.
         return report(args.command, "interrupted by SIGINT", 128 + signal.SIGINT)
+
+
+def environment_problem():
+    """The one-line error of an environment variable set to a value that cannot be (see
+    :data:`zoo.process.VARIABLES`), else None."""
+    from zoo.errors import OptionsError
+    from zoo.process import check_environment
+    try:
+        check_environment()
+    except OptionsError as err:
+        return str(err)
+    return None
 
 
 SKIP_HINT = "; --skip-bad skips such an image with a warning"

@@ -8,10 +8,10 @@ Examples:
     zoo export --network ssd_resnet50 --data-shape 512 --output out/ssd_resnet50
     zoo export --checkpoint output/train/ssd_mobilenetv2_stride8 --format onnx \\
         --output out/ssd --verify output/shapes/JPEGImages/000000.jpg
-    zoo export --checkpoint output/train/ssd_mobilenetv2_stride8 --format openvino --int8 \
+    zoo export --checkpoint output/train/ssd_mobilenetv2_stride8 --format openvino --int8 \\
         --dataset voc --data-root output/shapes --split train --calib-images 32 --output out/ssd
-    zoo export --network faster_rcnn_fpn_resnet50 --format openvino --int8 --dataset coco \
-        --data-root mydata --annotations mydata/labels.json --image-dir mydata/photos \
+    zoo export --network faster_rcnn_fpn_resnet50 --format openvino --int8 --dataset coco \\
+        --data-root mydata --annotations mydata/labels.json --image-dir mydata/photos \\
         --output out/fpn
 """
 from zoo.jobs.export import FORMATS, ExportOptions, export
@@ -33,7 +33,11 @@ def add_arguments(p):
     p.add_argument("--data-shape", type=positive_int, default=None,
                    help="input side of --network (default: the config's)")
     p.add_argument("--output", required=True, metavar="PREFIX",
-                   help="prefix to write (PREFIX.onnx for --format onnx)")
+                   help="the file to write, one prefix for every format: PREFIX-NNNN.json "
+                        "and .params (mxnet), PREFIX.onnx (onnx), PREFIX.xml and PREFIX.bin "
+                        "(openvino); a name ending in the format's own suffix is that file "
+                        "(out/ssd.onnx writes out/ssd.onnx). A folder (out/, an existing "
+                        "folder) is refused: name the file in it")
     p.add_argument("--format", choices=FORMATS, default="mxnet",
                    help="an MXNet artifact, one ONNX file holding the whole detector, or an "
                         "OpenVINO model (PREFIX.xml and PREFIX.bin)")

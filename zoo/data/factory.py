@@ -4,7 +4,6 @@ import os
 from zoo.errors import OptionsError
 from zoo.data import embedded
 from zoo.data.coco import COCODataset
-from zoo.data.recordio import LstDataset, RecordDataset
 from zoo.data.voc import VOCDataset
 
 __all__ = ["KINDS", "open_dataset"]
@@ -34,6 +33,9 @@ def open_dataset(kind, root, split, skip_bad=False, annotations=None, image_dir=
     if kind == "coco":
         return COCODataset(coco_path(annotations, root, COCO_ANNOTATIONS, split),
                            coco_path(image_dir, root, COCO_IMAGES, split), skip_bad=skip_bad)
+    # Imported here: the record readers load MXNet, which the command line (importing KINDS
+    # from here) must not load before it has checked the environment MXNet reads.
+    from zoo.data.recordio import LstDataset, RecordDataset
     if kind == "rec":
         return RecordDataset(os.path.join(root, split + ".rec"), skip_bad=skip_bad)
     if kind == "lst":

@@ -20,8 +20,9 @@ import numpy as np
 import simplejpeg
 from PIL import Image
 
-from zoo.errors import DataError, OptionsError
+from zoo.errors import DataError
 from zoo.data.records import data_error
+from zoo.process import variable
 
 __all__ = ["HEAD_BYTES", "JPEG_FRAME_MARKERS", "JPEG_STANDALONE_MARKERS", "check_image_file",
            "decode_image", "header", "image_size", "read_image", "read_image_bytes", "unreadable"]
@@ -56,13 +57,8 @@ def max_pixels(limit=None):
     :data:`MAX_PIXELS`."""
     if limit is not None:
         return limit
-    value = os.environ.get(MAX_PIXELS_VARIABLE)
-    if value is None:
-        return MAX_PIXELS
-    if not value.strip().isdigit() or int(value) < 1:
-        raise OptionsError("%s=%r: expected a positive whole number of pixels"
-                           % (MAX_PIXELS_VARIABLE, value))
-    return int(value)
+    value = variable(MAX_PIXELS_VARIABLE)
+    return MAX_PIXELS if value is None else int(value)
 
 
 def completeness_problem(head, tail):

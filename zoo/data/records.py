@@ -6,6 +6,7 @@ coordinates are shifted by one, as GluonCV does). Readers build records with
 :func:`make_record`, the one place boxes are checked, so every format rejects
 the same faults.
 """
+import math
 import warnings
 from dataclasses import dataclass
 from typing import Any, Optional
@@ -68,6 +69,10 @@ def make_record(source, path, width, height, boxes, class_ids, difficult, key=No
     empty or inverted box that would fit its image read as x, y, width, height then says
     so.
     """
+    if not (math.isfinite(width) and math.isfinite(height)):
+        # 1e999 in an XML or JSON file reads as infinity, which no image measures.
+        raise data_error(source, "image size %sx%s is not a finite number of pixels"
+                         % (width, height))
     if not (width > 0 and height > 0):
         raise data_error(source, "image size %sx%s is not positive" % (width, height))
     boxes = np.asarray(boxes, dtype=np.float64).reshape(-1, 4)

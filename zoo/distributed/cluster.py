@@ -17,14 +17,14 @@ from collections import namedtuple
 
 import mxnet as mx
 
-from zoo.process import SYNCHRONOUS_ENGINE
+from zoo.process import SYNCHRONOUS_ENGINE, variable
 
 __all__ = ["CLUSTER_VARIABLES", "CONNECT_TIMEOUT_EXIT_CODE", "CONNECT_TIMEOUT_VARIABLE",
            "ClusterError", "DEFAULT_CONNECT_TIMEOUT", "DEFAULT_HOST_TIMEOUT", "Node",
            "connect_timeout", "create_dist_kvstore", "forwarded_environment", "free_ports",
            "inherited_environment", "is_distributed", "is_synchronous", "label",
            "local_address_towards", "named_variables", "node_environment", "plan_nodes",
-           "read_host_file", "ssh_argv"]
+           "port_is_free", "read_host_file", "ssh_argv"]
 
 CONNECT_TIMEOUT_VARIABLE = "ZOO_CONNECT_TIMEOUT"
 DEFAULT_CONNECT_TIMEOUT = 120.0
@@ -69,7 +69,8 @@ def is_synchronous(kvstore_kind):
 
 def connect_timeout():
     """Seconds a worker waits for the cluster: ``$ZOO_CONNECT_TIMEOUT``, else the default."""
-    return float(os.environ.get(CONNECT_TIMEOUT_VARIABLE, DEFAULT_CONNECT_TIMEOUT))
+    value = variable(CONNECT_TIMEOUT_VARIABLE)
+    return DEFAULT_CONNECT_TIMEOUT if value is None else float(value)
 
 
 def create_dist_kvstore(kind, timeout=None):
@@ -168,6 +169,18 @@ def free_ports(count, host="127.0.0.1"):
     finally:
         for sock in sockets:
             sock.close()
+
+
+def port_is_free(host, port):
+    """Whether a server may listen on ``host``:``port`` now: bound as ZeroMQ binds
+    (``SO_REUSEADDR``, so a port a closed connection left in TIME_WAIT counts as free)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+    return True
 
 
 def local_address_towards(host):

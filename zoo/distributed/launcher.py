@@ -322,13 +322,29 @@ def run(specs, grace):
     return 0
 
 
-def check_scheduler_address(address):
-    """Refuse a scheduler address that is not this machine's: the scheduler runs here."""
+def check_scheduler_address(address, port=0):
+    """Refuse a scheduler address that is not this machine's (the scheduler runs here), and
+    a ``port`` the scheduler could not listen on there: ps-lite would fail only once every
+    process has started, in a traceback that names neither."""
     try:
         distributed.free_ports(1, address)
     except OSError as err:
         raise OptionsError("--scheduler-host %s: not an address of this machine, where the "
                            "scheduler runs (%s)" % (address, err.strerror)) from None
+    if port and not distributed.port_is_free(address, port):
+        raise OptionsError("--port %d: in use on %s, where the scheduler listens: give a free "
+                           "port, or 0 for any" % (port, address))
+
+
+def check_ssh_config(path):
+    """Refuse an ``--ssh-config`` that is not a readable file: ssh reads a folder as an
+    empty configuration, and its failure then never names it."""
+    try:
+        with open(path, "rb") as stream:
+            stream.read(1)
+    except OSError as err:
+        raise OptionsError("--ssh-config %s: not a readable ssh configuration file (%s)"
+                           % (path, err.strerror or err)) from None
 
 
 def launch(options, environ=None):
@@ -336,7 +352,9 @@ def launch(options, environ=None):
     returns the exit code: 0, 1 if any process failed, 128 + N after signal N. Call it from
     the main thread (it handles SIGINT, SIGTERM and SIGHUP meanwhile)."""
     hosts = read_hosts(options.host_file) if options.host_file else None
-    check_scheduler_address(scheduler_address(options, hosts))
+    if options.ssh_config is not None:
+        check_ssh_config(options.ssh_config)
+    check_scheduler_address(scheduler_address(options, hosts), options.port)
     specs = process_specs(options, environ=environ, hosts=hosts)
     previous = {signum: signal.signal(signum, _raise_interrupted) for signum in HANDLED_SIGNALS}
     try:

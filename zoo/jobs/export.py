@@ -3,6 +3,7 @@ for GPUs, or one epoch on its own), an ONNX file (:mod:`zoo.onnx.export`) or an 
 model, fp32 or int8 calibrated on a dataset split (:mod:`zoo.jobs.export_openvino`), from a
 trained artifact or from a registered model or YAML config with freshly initialised
 parameters."""
+import dataclasses
 import os
 from dataclasses import dataclass
 from typing import Optional, Tuple
@@ -12,14 +13,18 @@ from zoo.errors import OptionsError
 from zoo.model import build_model
 from zoo.config.registry import network_config
 
-__all__ = ["ExportOptions", "FORMATS", "export", "write_onnx"]
+__all__ = ["ExportOptions", "FORMATS", "SUFFIXES", "export", "output_prefix", "write_onnx"]
 
 FORMATS = ("mxnet", "onnx", "openvino")
+SUFFIXES = {"mxnet": "", "onnx": ".onnx", "openvino": ".xml"}
+"""The suffix of the file each format writes at ``PREFIX`` (mxnet: an artifact's files,
+``PREFIX-NNNN.json`` and the others; openvino: ``PREFIX.bin`` beside the ``.xml``)."""
+WRITTEN_SUFFIXES = (".onnx", ".xml", ".bin", ".json", ".params")
 
 
 @dataclass(frozen=True)
 class ExportOptions:
-    output: str                          # prefix of the new artifact or ONNX file
+    output: str                          # prefix written (output_prefix: a folder is refused)
     checkpoint: Optional[str] = None     # an artifact prefix, or
     network: Optional[str] = None        # a registered model name or YAML config path
     epoch: Optional[int] = None          # of checkpoint; None: best, else newest
@@ -71,12 +76,51 @@ def export(options):
         if getattr(options, field) and not options.int8:
             raise OptionsError("%s %s: only int8 calibrates on a dataset; add int8 or leave "
                                "%s out" % (field, getattr(options, field), field))
+    options = dataclasses.replace(options, output=output_prefix(options))
     missing = [image for image in options.verify if not os.path.isfile(image)]
     if missing:
         raise FileNotFoundError("%s: no such image to verify the export on (nothing was "
                                 "written)" % missing[0])
     with runlock.hold(runlock.lock_path(options.output), "output prefix %s" % options.output):
         return _export(options)
+
+
+def output_prefix(options):
+    """The prefix ``options.output`` names for ``options.format``: the same for every format,
+    ``out/ssd`` writing ``out/ssd.onnx``, ``out/ssd.xml`` (and ``.bin``) or the artifact
+    ``out/ssd-NNNN.json``; a name ending in the format's own suffix names that file
+    (``out/ssd.onnx`` writes ``out/ssd.onnx``, not ``out/ssd.onnx.onnx``). Refused with an
+    :class:`~zoo.errors.OptionsError`: a folder (``out/``, an existing folder, a name that is
+    only a suffix such as ``out/.onnx``), and another format's file (``out/ssd.xml`` for
+    onnx), which would read as a second suffix."""
+    own = SUFFIXES[options.format]
+    output = options.output
+    prefix = output[:-len(own)] if own and output.endswith(own) else output
+    if os.path.basename(prefix) in ("", ".", "..") or os.path.isdir(output):
+        raise OptionsError("output %s names a folder, not the file to write: give a name in "
+                           "it, e.g. %s" % (output, os.path.join(
+                               output if os.path.basename(prefix) else os.path.dirname(prefix),
+                               _source_name(options) + own)))
+    if prefix.endswith(WRITTEN_SUFFIXES):
+        stem = os.path.splitext(prefix)[0]
+        raise OptionsError("output %s ends in %s, which --format %s does not write: give %s "
+                           "(writing %s)" % (output, os.path.splitext(prefix)[1],
+                                             options.format, stem, _written(stem, options.format)))
+    return prefix
+
+
+def _source_name(options):
+    """A file name for the export: the artifact's, or the network's (a config's stem)."""
+    source = options.checkpoint or options.network
+    return os.path.splitext(os.path.basename(os.path.normpath(source)))[0] or "model"
+
+
+def _written(prefix, format):
+    if format == "mxnet":
+        return "%s-NNNN.json and .params" % prefix
+    if format == "openvino":
+        return "%s.xml and %s.bin" % (prefix, prefix)
+    return prefix + SUFFIXES[format]
 
 
 def _export(options):

@@ -30,6 +30,7 @@ from onnx import TensorProto, helper, numpy_helper
 from zoo.artifact import ArtifactError, atomic_write, class_names as config_class_names
 from zoo.errors import OptionsError
 from zoo.onnx import FORMAT, GRAPH_PREPROCESSING, OUTPUT, converters
+from zoo.schema.checks import repeated
 
 __all__ = ["export_artifact", "export_model"]
 
@@ -51,12 +52,15 @@ def export_model(model, arg_params, aux_params, path, *, class_names=None, prepr
         raise OptionsError("graph_preprocessing: expected one of %s, got %r"
                            % (", ".join(GRAPH_PREPROCESSING), graph_preprocessing))
     preprocessing = preprocessing or model.preprocessing()
+    class_names = list(class_names or config_class_names(model.config))
+    if repeated(class_names):
+        raise OptionsError("class_names repeat %s: classes of one name cannot be told apart"
+                           % ", ".join(map(repr, repeated(class_names)[:3])))
     graph = _converted(model, {**arg_params, **aux_params})
     graph = _named_output(graph)
     if graph_preprocessing == "normalize":
         graph = _with_normalization(graph, preprocessing)
-    _describe(graph, model.name, class_names or config_class_names(model.config), preprocessing,
-              graph_preprocessing)
+    _describe(graph, model.name, class_names, preprocessing, graph_preprocessing)
     onnx.checker.check_model(graph)
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     atomic_write(path, lambda temporary: onnx.save(graph, temporary))

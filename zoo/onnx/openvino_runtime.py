@@ -8,21 +8,34 @@ runs as int8 layers). The graph's inputs and output are the ONNX export's, and i
 ``rt_info`` under ``zoo`` holds the ONNX file's metadata (``format``, ``network``,
 ``class_names``, ``preprocessing``, ``graph_preprocessing``, see :mod:`zoo.onnx.runtime`)
 and ``precision``: JSON ``{"dtype": "fp32"}`` or ``{"dtype": "int8", "calibration": {...}}``.
+``weights_sha256`` there is the sha256 of the ``.bin`` written with it: loading refuses a
+``.bin`` that is not the one its ``.xml`` was written with, as an artifact refuses other
+parameters (IRs of earlier versions, which lack it, load unchecked).
 """
 import functools
+import hashlib
 import json
 import os
+import re
 from collections import namedtuple
+
+from defusedxml import DefusedXmlException
+from defusedxml import ElementTree
 
 from zoo.inference.runner import BatchDetector
 from zoo.onnx import GRAPH_PREPROCESSING, OUTPUT
 from zoo.onnx.runtime import (IMAGE_INPUTS, OnnxModelError, check_format, check_graph, graph_inputs,
                       metadata_json, metadata_value)
 
-__all__ = ["OpenVinoDetector", "SUFFIX", "compile_config", "layer_precisions",
-           "load_openvino_detector", "shared_core", "write_ir"]
+__all__ = ["OpenVinoDetector", "SUFFIX", "WEIGHTS_SUFFIX", "compile_config", "layer_precisions",
+           "load_openvino_detector", "recorded_weights_sha256", "shared_core", "write_ir"]
 
 SUFFIX = ".xml"
+WEIGHTS_SUFFIX = ".bin"
+WEIGHTS_SHA256 = ("zoo", "weights_sha256")
+"""Where in ``rt_info`` the ``.xml`` records its ``.bin``'s sha256."""
+PENDING_SHA256 = "zoo-weights-sha256-pending"
+"""What :func:`write_ir` records until the ``.bin`` it hashes is written."""
 INSTALL = "pip install 'mxnet-detection-zoo[openvino]'"
 METADATA_KEYS = ("zoo.format", "zoo.network", "zoo.class_names", "zoo.preprocessing",
                  "zoo.graph_preprocessing", "zoo.precision")
@@ -34,7 +47,9 @@ reads a port's ``type``."""
 
 
 def load_openvino_detector(path, threads=None, exif="apply"):
-    """The :class:`OpenVinoDetector` of a deployed ``PREFIX.xml``."""
+    """The :class:`OpenVinoDetector` of a deployed ``PREFIX.xml``; an IR that does not load
+    (its ``.bin`` missing or not its own included) is an :class:`~zoo.errors.OnnxModelError`,
+    one line naming the file."""
     return OpenVinoDetector(path, threads, exif)
 
 
@@ -109,19 +124,64 @@ def shared_core():
     return openvino.Core()
 
 
+def weights_path(path):
+    """The ``.bin`` beside the IR ``path``."""
+    return path[:-len(SUFFIX)] + WEIGHTS_SUFFIX
+
+
 def read_model(core, path):
-    """OpenVINO's model of the IR ``path``, or :class:`OnnxModelError` in one line."""
+    """OpenVINO's model of the IR ``path``, its ``.bin`` checked against the sha256 the
+    ``.xml`` records, or :class:`OnnxModelError` in one line."""
     if not path.endswith(SUFFIX):
         raise OnnxModelError("%s: not an OpenVINO IR (expected a %s file; run ONNX files "
                              "with zoo.load_onnx_detector)" % (path, SUFFIX))
-    for needed in (path, path[:-len(SUFFIX)] + ".bin"):
-        if not os.path.isfile(needed):
-            raise OnnxModelError("%s: no such file" % needed)
+    if not os.path.isfile(path):
+        raise OnnxModelError("%s: no such file" % path)
+    recorded = recorded_weights_sha256(path)
+    weights = weights_path(path)
+    if not os.path.isfile(weights):
+        raise OnnxModelError("%s: its weights %s: no such file (an IR is the %s and the %s "
+                             "written beside it)" % (path, weights, SUFFIX, WEIGHTS_SUFFIX))
+    if recorded is not None and file_sha256(weights) != recorded:
+        raise OnnxModelError("%s: not the weights %s was written with (its sha256 differs "
+                             "from the one the %s records): put back its own %s, or export "
+                             "again" % (weights, path, SUFFIX, WEIGHTS_SUFFIX))
     try:
         return core.read_model(path)
     except RuntimeError as err:
         raise OnnxModelError("%s: not an OpenVINO IR OpenVINO reads (%s)"
                              % (path, str(err).strip().splitlines()[0])) from None
+
+
+def recorded_weights_sha256(path):
+    """The ``.bin``'s sha256 the IR ``path`` records (None in an IR of an earlier
+    version); :class:`OnnxModelError` for an ``.xml`` that does not parse (cut short,
+    say) or a record that is no sha256. Read here, before OpenVINO reads the ``.bin``:
+    another model's weights may fail OpenVINO's own checks with a message naming
+    neither file."""
+    try:
+        root = ElementTree.parse(path).getroot()
+    except ElementTree.ParseError as err:
+        raise OnnxModelError("%s: not an OpenVINO IR (its XML does not parse: %s)"
+                             % (path, err)) from None
+    except DefusedXmlException as err:
+        raise OnnxModelError("%s: not an OpenVINO IR (forbidden XML construct: %s)"
+                             % (path, err)) from None
+    except OSError as err:
+        raise OnnxModelError("%s: cannot be read (%s)" % (path, err.strerror or err)) from None
+    entry = root.find("rt_info/" + "/".join(WEIGHTS_SHA256))
+    if entry is None:
+        return None
+    value = entry.get("value", "")
+    if not re.fullmatch(r"[0-9a-f]{64}", value):
+        raise OnnxModelError("%s: %s = %r: expected 64 hexadecimal digits, the sha256 of its "
+                             "%s" % (path, ".".join(WEIGHTS_SHA256), value[:70], WEIGHTS_SUFFIX))
+    return value
+
+
+def file_sha256(path):
+    with open(path, "rb") as stream:
+        return hashlib.file_digest(stream, "sha256").hexdigest()
 
 
 def rt_metadata(model):
@@ -160,7 +220,9 @@ def _port(given):
 def write_ir(onnx_path, path, precision):
     """Convert the exported ONNX file ``onnx_path`` (fp32, or int8 QDQ) into the IR ``path``
     (``.xml``, its ``.bin`` beside it; both replaced atomically) carrying the ONNX file's
-    metadata and ``precision``; returns ``path``. Needs onnx."""
+    metadata, ``precision`` and the ``.bin``'s sha256; returns ``path``. Needs onnx. A file
+    system that refuses (disk full, no permission) is an :class:`~zoo.artifact.ArtifactError`
+    naming ``path``; the staging files are removed and ``path`` is as it was."""
     import onnx
     import openvino
 
@@ -173,12 +235,46 @@ def write_ir(onnx_path, path, precision):
     for key in METADATA_KEYS:
         if key in props:
             model.set_rt_info(props[key], key.split("."))
+    model.set_rt_info(PENDING_SHA256, list(WEIGHTS_SHA256))
     staging = path[:-len(SUFFIX)] + ".writing" + SUFFIX
-    # Weights as they are: fp32, or the int8 ones the QDQ pairs carry.
-    openvino.save_model(model, staging, compress_to_fp16=False)
-    os.replace(staging[:-len(SUFFIX)] + ".bin", path[:-len(SUFFIX)] + ".bin")
-    os.replace(staging, path)
+    try:
+        _save(openvino, model, staging, path)
+        os.replace(weights_path(staging), weights_path(path))
+        os.replace(staging, path)
+    except OSError as err:
+        _refused(path, err.strerror or err)
+    finally:
+        for written in (staging, weights_path(staging)):
+            if os.path.lexists(written):
+                os.remove(written)
     return path
+
+
+def _save(openvino, model, staging, path):
+    """Write the IR ``staging`` with its ``.bin``'s sha256 recorded, flushed to disk."""
+    try:
+        # Weights as they are: fp32, or the int8 ones the QDQ pairs carry.
+        openvino.save_model(model, staging, compress_to_fp16=False)
+    except RuntimeError as err:
+        # OpenVINO reports a failed write (a full disk) as its stream's error only.
+        _refused(path, "OpenVINO could not write it: %s; is the disk full?"
+                 % " ".join(str(err).split()))
+    with open(staging, encoding="utf-8") as stream:
+        text = stream.read()
+    if text.count(PENDING_SHA256) != 1:
+        raise ValueError("%s: OpenVINO wrote the weights' record %d times"
+                         % (staging, text.count(PENDING_SHA256)))
+    with open(staging, "w", encoding="utf-8") as stream:
+        stream.write(text.replace(PENDING_SHA256, file_sha256(weights_path(staging))))
+        stream.flush()
+        os.fsync(stream.fileno())
+    with open(weights_path(staging), "rb") as stream:
+        os.fsync(stream.fileno())
+
+
+def _refused(path, reason):
+    from zoo.artifact import ArtifactError  # here: the runtime side loads no MXNet
+    raise ArtifactError("%s: cannot be written (%s)" % (path, reason)) from None
 
 
 def layer_precisions(compiled):

@@ -21,7 +21,9 @@ import os
 
 import numpy as np
 
+from zoo.errors import OnnxModelError
 from zoo.inference.runner import BatchDetector
+from zoo.schema.checks import repeated
 from zoo.schema.preprocessing import canvas_im_info
 from zoo.onnx import FORMAT, GRAPH_PREPROCESSING, OUTPUT
 
@@ -36,21 +38,18 @@ INSTALL = "pip install -e '.[onnx]' in the zoo's checkout"
 JSON_METADATA = {
     # key: (whether a decoded value is good, what is expected)
     "zoo.class_names": (lambda value: isinstance(value, list) and len(value) > 0
-                        and all(isinstance(name, str) for name in value),
-                        "a JSON list of class names"),
+                        and all(isinstance(name, str) for name in value)
+                        and not repeated(value),
+                        "a JSON list of class names, none repeated"),
     "zoo.preprocessing": (lambda value: isinstance(value, dict)
                           and {"mean", "std", "data_shape"} <= set(value),
                           "a JSON object with mean, std and data_shape"),
 }
 
 
-class OnnxModelError(ValueError):
-    """An ONNX file is missing, damaged or not a zoo export this zoo reads; the message is
-    one line naming the file."""
-
-
 def load_onnx_detector(path, providers=None, threads=None, exif="apply"):
-    """The :class:`OnnxDetector` of an exported ``PREFIX.onnx`` file."""
+    """The :class:`OnnxDetector` of an exported ``PREFIX.onnx`` file; a file that does not
+    load is an :class:`~zoo.errors.OnnxModelError`, one line naming it."""
     return OnnxDetector(path, providers, threads, exif)
 
 

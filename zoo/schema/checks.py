@@ -11,7 +11,7 @@ import numbers
 
 from zoo.errors import ConfigError
 
-__all__ = ["Checker", "check_backbone_layer", "is_int", "is_number"]
+__all__ = ["Checker", "check_backbone_layer", "is_int", "is_number", "repeated"]
 
 
 def is_number(value):
@@ -23,6 +23,18 @@ def is_number(value):
 
 def is_int(value):
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def repeated(values):
+    """The values ``values`` holds more than once, each once, in the order they first
+    repeat: what a class list must not have (two classes of one name cannot be told apart
+    by name, in a dataset's labels or a detection's)."""
+    seen, found = set(), {}
+    for value in values:
+        if value in seen:
+            found[value] = None
+        seen.add(value)
+    return list(found)
 
 
 class Checker:
