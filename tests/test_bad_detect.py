@@ -64,6 +64,13 @@ def refused(capsys, prefix, *argv, status=1):
     return err.strip()
 
 
+def told(caught):
+    """The messages of the zoo's warnings among ``caught`` (a library's own, such as a
+    deprecation on its first import, are not)."""
+    package = os.path.dirname(os.path.abspath(zoo.__file__)) + os.sep
+    return [str(w.message) for w in caught if w.filename.startswith(package)]
+
+
 def results(output):
     with open(os.path.join(str(output), "results.json")) as handle:
         return json.load(handle)
@@ -381,12 +388,15 @@ def test_recursive_follows_symlinked_folders_once_and_ends_on_a_loop(detect_pref
     os.symlink(str(elsewhere), str(imgs / "linked"))
     os.symlink(str(elsewhere), str(imgs / "linked_again"))
     os.symlink(str(imgs), str(imgs / "loop"))
-    output = tmp_path / "out"
-    out = detect(capsys, detect_prefix, imgs, "--recursive", "--output", output)
-    files = [entry["file"] for entry in results(output)["images"]]
-    assert out.startswith("4 images, ")
-    assert sorted(map(os.path.realpath, files)) == sorted(
-        [os.path.realpath(str(imgs / name)) for name in SIZES] + [str(elsewhere / "e.png")])
+    os.symlink(str(imgs), str(elsewhere / "up"))  # two links back up: glob alone never ends
+    expected = sorted([os.path.realpath(str(imgs / name)) for name in SIZES]
+                      + [str(elsewhere / "e.png")])
+    for index, spec in enumerate((imgs, imgs / "**" / "*.*")):
+        output = tmp_path / ("out%d" % index)
+        out = detect(capsys, detect_prefix, spec, "--recursive", "--output", output)
+        files = [entry["file"] for entry in results(output)["images"]]
+        assert out.startswith("4 images, ")
+        assert sorted(map(os.path.realpath, files)) == expected
 
 
 def test_a_double_star_glob_without_recursive_is_told(detect_prefix, imgs, tmp_path, capsys):
@@ -396,12 +406,12 @@ def test_a_double_star_glob_without_recursive_is_told(detect_prefix, imgs, tmp_p
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         out = detect(capsys, detect_prefix, pattern, "--output", tmp_path / "one")
-        told = [str(w.message) for w in caught]
+        first = told(caught)
         assert out.startswith("1 images, ")  # one level: sub/d.jpg
         del caught[:]
         out = detect(capsys, detect_prefix, pattern, "--recursive", "--output", tmp_path / "all")
-        assert out.startswith("3 images, ") and not caught
-    assert told == ["input %r: '**' matches a single folder level without --recursive; add "
+        assert out.startswith("3 images, ") and not told(caught)
+    assert first == ["input %r: '**' matches a single folder level without --recursive; add "
                     "--recursive to search every subfolder" % pattern]
 
 
@@ -448,12 +458,12 @@ def test_a_video_cut_short_is_named_with_the_frames_read(detect_prefix, tmp_path
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         out = detect(capsys, detect_prefix, cut, "--output", tmp_path / "out", "--no-pictures")
-        told = [str(w.message) for w in caught]
+        first = told(caught)
         del caught[:]
         detect(capsys, detect_prefix, whole, "--output", tmp_path / "whole", "--no-pictures")
-        assert not caught  # the whole video: silent
+        assert not told(caught)  # the whole video: silent
     assert out.startswith("%d images, " % read)
-    assert told == ["%s: damaged or cut short: %d of the 30 frames its container declares "
+    assert first == ["%s: damaged or cut short: %d of the 30 frames its container declares "
                     "could be read; detecting on those" % (cut, read)]
 
 
@@ -506,3 +516,21 @@ def test_decoding_and_writing_run_at_normal_priority(detect_prefix, imgs, tmp_pa
     monkeypatch.setattr(job, "save_image", recorded(save))
     detect(capsys, detect_prefix, imgs, "--crops", "--output", tmp_path / "out")
     assert len(policies) > 3 and set(policies) == {os.SCHED_OTHER}
+
+
+def test_a_normal_run_on_the_shapes_data_stays_silent(detect_prefix, shapes, tmp_path, capsys,
+                                                      caplog):
+    """The healthy case of every warning and line above: the embedded dataset's images,
+    named as a folder, a glob and a list file, into a new output."""
+    listing = tmp_path / "list.txt"
+    listing.write_text(os.path.join(shapes, "JPEGImages") + "\n")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out = detect(capsys, detect_prefix, os.path.join(shapes, "JPEGImages"),
+                     os.path.join(shapes, "JPEGImages", "**", "*.jpg"), "@%s" % listing,
+                     "--recursive", "--crops", "--txt", "--output", tmp_path / "out")
+    found = results(tmp_path / "out")
+    count = len(os.listdir(os.path.join(shapes, "JPEGImages")))
+    assert out.startswith("%d images, " % count) and ", 0 skipped; " in out
+    assert not told(caught), told(caught)
+    assert not caplog.text and not found["skipped"] and found["complete"]

@@ -6,6 +6,7 @@ A file that cannot be read is skipped, not fatal, unless asked: a folder of phot
 one broken or foreign file, and a user wants the others detected and the bad one named.
 """
 import collections
+import fnmatch
 import glob
 import os
 import threading
@@ -201,6 +202,24 @@ def glob_note(spec, recursive):
             "--recursive to search every subfolder" % spec)
 
 
+def pattern_matches(names, patterns):
+    """Whether the path components ``names`` match the glob components ``patterns``, as
+    ``glob`` matches them: ``**`` any number of folders (the last one anything), ``*`` and
+    the others one component each, case-sensitively, a hidden name only by a pattern
+    starting with a dot."""
+    if patterns == ["**"]:
+        return bool(names) and not any(name.startswith(".") for name in names)
+    if not patterns:
+        return not names
+    if patterns[0] == "**":
+        return any(pattern_matches(names[start:], patterns[1:])
+                   for start in range(len(names) + 1))
+    if not names or (names[0].startswith(".") and not patterns[0].startswith(".")):
+        return False
+    return (fnmatch.fnmatchcase(names[0], patterns[0])
+            and pattern_matches(names[1:], patterns[1:]))
+
+
 def video_frames(path):
     """``(read, declared)``: the frames OpenCV reads from a video, counted by reading past
     them, and the count its container declares (0: none); DataError if it cannot be opened
@@ -283,8 +302,12 @@ class Expansion:
         note = glob_note(spec, self.recursive)
         if note:
             self.notes.append(note)
-        matches = sorted(path for path in glob.glob(spec, recursive=self.recursive)
-                         if os.path.isfile(path))
+        parts = spec.split(os.sep)
+        if self.recursive and "**" in parts:
+            found = self.deep_glob(parts)
+        else:  # no component recurses: glob lists each folder on the way once
+            found = glob.glob(spec)
+        matches = sorted(path for path in found if os.path.isfile(path))
         if not matches:
             raise OptionsError("input %r: the pattern matches no file" % spec)
         for path in matches:
@@ -292,6 +315,37 @@ class Expansion:
                 self.skipped.append(output_skipped(path))
             else:
                 self.file(path)
+
+    def deep_glob(self, parts):
+        """The paths a pattern (split into ``parts``) with a ``**`` component matches, as
+        ``glob.glob(..., recursive=True)`` gives them, but each real folder searched once:
+        glob follows symlinked folders without end (a link back up, or two, hang it). The
+        folders before the first ``**`` are globbed; below, hidden folders and the output
+        folder are not searched."""
+        star = parts.index("**")
+        head = os.sep.join(parts[:star]) or (os.sep if star else "")
+        bases = ([path for path in glob.glob(head) if os.path.isdir(path)]
+                 if glob.has_magic(head) else [head])
+        found, searched = [], set()
+        for base in bases:
+            for root, folders, names in os.walk(base or os.curdir, followlinks=True):
+                real = os.path.realpath(root)
+                if real in searched:
+                    folders[:] = []
+                    continue
+                searched.add(real)
+                folders.sort()  # the first name of a folder met twice is the one kept
+                for name in list(folders):
+                    if name.startswith(".") or is_inside(os.path.join(root, name),
+                                                         self.output):
+                        folders.remove(name)
+                        if not name.startswith("."):
+                            self.skipped.append(output_skipped(os.path.join(root, name)))
+                relative = os.path.relpath(root, base or os.curdir).split(os.sep)
+                relative = [] if relative == [os.curdir] else relative
+                found += [os.path.join(base, *relative, name) for name in names
+                          if pattern_matches(relative + [name], parts[star:])]
+        return found
 
     def folder(self, folder):
         real = os.path.realpath(folder)
