@@ -253,6 +253,21 @@ def test_sigint_keeps_the_results_of_every_image_finished(detect_prefix, tmp_pat
         assert [json.loads(line) for line in stream] == found["images"]
 
 
+def test_a_signal_while_the_model_loads_ends_in_one_line_and_writes_nothing(
+        detect_prefix, imgs, tmp_path, capsys, monkeypatch):
+    import zoo.jobs.detect as job
+    load = job.open_detector
+
+    def interrupted_load(*args, **kwargs):
+        os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C while the detector loads
+        return load(*args, **kwargs)
+    monkeypatch.setattr(job, "open_detector", interrupted_load)
+    output = tmp_path / "out"
+    line = refused(capsys, detect_prefix, imgs, "--output", output, status=130)
+    assert line == "zoo detect: error: stopped by SIGINT before detecting; nothing written"
+    assert not output.exists()
+
+
 def test_sigterm_ends_in_one_line_with_exit_143_and_the_results(detect_prefix, tmp_path):
     clip = str(tmp_path / "long.avi")
     video = cv2.VideoWriter(clip, cv2.VideoWriter_fourcc(*"MJPG"), 25, (64, 48))

@@ -22,7 +22,8 @@ results.json written for those finished (:class:`zoo.errors.Interrupted`).
 
 The images go through the detector's own batch runner, so results do not depend on the
 batch size; pictures and crops are encoded and written on worker threads of normal
-priority beside inference. Every file is written atomically.
+priority beside inference. Every file but results.jsonl (appended a line at a time) is
+written atomically.
 """
 import collections
 import json
@@ -343,13 +344,21 @@ def detect(options, detector=None):
     are written, with :class:`zoo.errors.Interrupted`; a second one stops it at once
     (results.jsonl still lists every picture written)."""
     check_output(options.output, options.exist_ok)  # before the slow part: refused at once
-    detector = detector or open_detector(options.checkpoint, options.epoch, options.exif)
-    labels = class_filter(detector.class_names, options.classes)
-    expanded = gather_inputs(options)
-    with runlock.hold(os.path.join(options.output, LOCK_FILE),
-                      "--output folder %s" % options.output):
-        check_output(options.output, options.exist_ok)  # a run may have ended meanwhile
-        return DetectRun(options, detector, labels, expanded).run()
+    with stop_signals(stopped_before_detecting):
+        detector = detector or open_detector(options.checkpoint, options.epoch, options.exif)
+        labels = class_filter(detector.class_names, options.classes)
+        expanded = gather_inputs(options)
+        with runlock.hold(os.path.join(options.output, LOCK_FILE),
+                          "--output folder %s" % options.output):
+            check_output(options.output, options.exist_ok)  # a run may have ended meanwhile
+            return DetectRun(options, detector, labels, expanded).run()
+
+
+def stopped_before_detecting(signum):
+    """SIGINT or SIGTERM while the detector loads or the inputs are listed: nothing is
+    written yet, so the run stops at once."""
+    raise Interrupted(signum, "stopped by %s before detecting; nothing written"
+                      % signal.Signals(signum).name)
 
 
 class DetectRun:
@@ -363,13 +372,13 @@ class DetectRun:
 
     def run(self):
         options = self.options
-        self.write_results(complete=False)  # an earlier run's results are not this one's
-        path = os.path.join(options.output, LINES_FILE)
-        if os.path.lexists(path):  # an earlier run's (a link is replaced, never followed)
-            os.remove(path)
-        with open(path, "w", encoding="utf-8") as lines:
-            self.lines = lines
-            with stop_signals(self.on_signal):
+        with stop_signals(self.on_signal):
+            self.write_results(complete=False)  # an earlier run's results are not this one's
+            path = os.path.join(options.output, LINES_FILE)
+            if os.path.lexists(path):  # an earlier run's (a link is replaced, never followed)
+                os.remove(path)
+            with open(path, "w", encoding="utf-8") as lines:
+                self.lines = lines
                 self.detect_all()
         if self.stop is not None:
             raise Interrupted(self.stop, "stopped by %s after %d of %d images; their results "
