@@ -109,6 +109,16 @@ def dict_set(**values):
 
 def swap_config_classes(m):
     m["config"]["class_names"] = m["class_names"] = list(reversed(m["class_names"]))
+    m["class_names_sha256"] = artifact.names_sha256(m["class_names"])
+
+
+def swap_names_only(m):
+    """Class names edited in both places, their sha256 left as saved."""
+    m["config"]["class_names"] = m["class_names"] = list(reversed(m["class_names"]))
+
+
+def escaping_names(m):
+    m["config"]["class_names"] = m["class_names"] = ["../../../x"] + m["class_names"][1:]
 
 
 def break_config(m):
@@ -153,9 +163,15 @@ LOAD_CASES = [
      "{meta}: params_sha256 = \"xyz\": expected 64 hexadecimal digits"),
     ("json config broken", lambda p: edit_meta(p, break_config),
      "{meta}: its stored config is refused: <ANY>backbone<ANY>"),
-    ("json classes not the config's",
-     lambda p: edit_meta(p, dict_set(class_names=["a", "b", "c", "d"])),
+    ("json classes not the config's", lambda p: edit_meta(p, dict_set(
+        class_names=list("abcd"), class_names_sha256=artifact.names_sha256(list("abcd")))),
      "{meta}: class_names [\"a\", \"b\", \"c\", \"d\"] are not its config's %s" % CLASSES),
+    ("json class names edited", lambda p: edit_meta(p, swap_names_only),
+     "{meta}: class_names changed since it was saved (their sha256 differs from the "
+     "class_names_sha256 recorded there); restore the file, or train onto other names with "
+     "zoo train --init-from"),
+    ("json class names a path", lambda p: edit_meta(p, escaping_names),
+     "{meta}: class_names changed since it was saved<ANY>"),
     ("symbol truncated", lambda p: truncate(symbol(p), 1000), "{symbol}: not valid JSON (<ANY>)"),
     ("symbol not a graph", lambda p: write(symbol(p), b'{"nodes": 5}'),
      "{symbol}: not an MXNet graph (<ANY>)"),
@@ -308,6 +324,7 @@ def test_eval_has_no_implicit_dataset(prefix, capsys):
 
 def rename_circle(m):
     m["config"]["class_names"] = m["class_names"] = ["round"] + CLASSES[1:]
+    m["class_names_sha256"] = artifact.names_sha256(m["class_names"])
 
 
 def reordered_copy(shapes, folder):

@@ -12,7 +12,8 @@ import zoo
 from zoo import artifact
 from zoo.cli import main
 
-CLASSES = ["circle", "square", "triangle", "star"]
+from conftest import DETECT_CLASSES as CLASSES, smooth_image
+
 THRESHOLD = 0.3
 SIZES = {"wide.jpg": (97, 143), "tall.png": (131, 77), os.path.join("sub", "small.jpg"): (60, 61)}
 """Input files: (height, width), portrait and landscape, odd sides."""
@@ -20,28 +21,8 @@ VIDEO_FRAMES, EVERY = 7, 3
 
 
 @pytest.fixture(scope="module")
-def prefix(tmp_path_factory):
-    """A small SSD artifact whose class scores spread and clear the threshold: class logits
-    scaled up, each class its own bias (so classes differ and boxes survive)."""
-    model = zoo.get_model("ssd_mobilenetv2_stride8", data_shape=128, num_classes=4,
-                          class_names=CLASSES)
-    arg_params, _ = model.init_params(seed=0)
-    rng = np.random.RandomState(0)
-    for name, value in arg_params.items():
-        if name.endswith("_cls_weight"):
-            value[:] = value * 20
-        if name.endswith("_cls_bias"):
-            value[:] = rng.uniform(-1, 3, value.shape)
-    path = str(tmp_path_factory.mktemp("artifact") / "ssd")
-    artifact.export(model, path)
-    return path
-
-
-def smooth_image(height, width, seed):
-    """Random blocks, enlarged: an image with structure at several scales."""
-    rng = np.random.RandomState(seed)
-    small = rng.randint(0, 256, (max(2, height // 8), max(2, width // 8), 3), dtype=np.uint8)
-    return cv2.resize(small, (width, height), interpolation=cv2.INTER_LINEAR)
+def prefix(detect_prefix):
+    return detect_prefix
 
 
 @pytest.fixture(scope="module")
@@ -139,13 +120,15 @@ def check_files(output, found):
             assert handle.read(4).startswith(magic[extension])
         assert cv2.imread(picture).shape[:2] == (entry["height"], entry["width"])
         stem = os.path.splitext(os.path.basename(picture))[0]
-        with open(os.path.join(output, "labels", stem + ".txt")) as handle:
-            lines = handle.read().splitlines()
-        assert [line.split()[0] for line in lines] == [
-            d["class_name"] for d in entry["detections"]]
+        assert entry["labels"] == os.path.join("labels", stem + ".txt")
+        with open(os.path.join(output, entry["labels"])) as handle:
+            lines = [line.split() for line in handle.read().splitlines()]
+        assert [(int(line[0]), line[1]) for line in lines] == [
+            (d["class_id"], d["class_name"]) for d in entry["detections"]]
         for k, detection in enumerate(entry["detections"]):
             crop = os.path.join(output, "crops", detection["class_name"],
                                 "%s_%d%s" % (stem, k, extension))
+            assert os.path.join(output, detection["crop"]) == crop
             x1, y1, x2, y2 = detection["box"]
             height, width = cv2.imread(crop).shape[:2]
             assert abs(width - (x2 - x1)) <= 2 and abs(height - (y2 - y1)) <= 2, crop
@@ -182,6 +165,7 @@ def test_strict_unknown_classes_and_empty_inputs_are_one_line(prefix, photos, tm
                          "--output", output, "--no-progress")
     assert status == 1 and err.startswith("zoo detect: error: ") and err.count("\n") == 1
     assert "broken.jpg" in err
+    output = str(tmp_path / "out2")  # the failed run above kept its results in out
     status, _, err = run(capsys, "--checkpoint", prefix, str(photos / "photos"), "--classes",
                          "circle,bird", "--output", output)
     assert status == 1 and err == ("zoo detect: error: classes: unknown class 'bird': the "
@@ -289,7 +273,7 @@ def test_a_video_that_cannot_be_read_is_skipped_and_counted(prefix, photos, tmp_
     skipped, = results(output)["skipped"]
     assert skipped["file"] == str(bad) and str(bad) in skipped["error"]
     status, _, err = run(capsys, "--checkpoint", prefix, str(bad), "--output", output,
-                         "--strict")
+                         "--strict", "--exist-ok")
     assert status == 1 and err == "zoo detect: error: %s: cannot read a frame of the video\n" % bad
 
 
@@ -309,15 +293,15 @@ def test_what_a_folder_leaves_out_is_named(prefix, photos, tmp_path, capsys, cap
     status, out, err = run(capsys, "--checkpoint", prefix, str(folder), "--output", output,
                            "--no-progress")
     assert status == 0, err
-    assert out.startswith("1 images, ") and " 0 skipped;" in out
+    assert out.startswith("1 images, ") and " 0 skipped, 9 left out;" in out
     assert ("%s: left out 4 file(s) of a type zoo detect does not read (.HEIC 2, .txt 1, "
             "no extension 1); 1 hidden image or video file(s) (a name starting with a dot); "
             "1 subfolder(s) not searched (--recursive searches them)"
             % folder) in caplog.text.splitlines()[0]
     caplog.clear()
     status, out, err = run(capsys, "--checkpoint", prefix, str(folder), "--recursive",
-                           "--output", output, "--no-progress")
-    assert status == 0 and out.startswith("2 images, ") and " 0 skipped;" in out, err
+                           "--output", output, "--no-progress", "--exist-ok")
+    assert status == 0 and out.startswith("2 images, ") and " 0 skipped, 8 left out;" in out, err
     assert caplog.text.splitlines()[0].endswith(
         "%s: left out 4 file(s) of a type zoo detect does not read (.HEIC 2, .txt 1, "
         "no extension 1); 1 hidden image or video file(s) (a name starting with a dot)"
@@ -329,6 +313,7 @@ def test_what_a_folder_leaves_out_is_named(prefix, photos, tmp_path, capsys, cap
         (folder / name).unlink()
     listing = tmp_path / "list.txt"
     listing.write_text(str(folder) + "\n")  # a folder named in a list file is told of alike
-    status, _, err = run(capsys, "--checkpoint", prefix, "@%s" % listing, "--output", output)
+    status, _, err = run(capsys, "--checkpoint", prefix, "@%s" % listing, "--output", output,
+                         "--exist-ok")
     assert status == 1 and err == "zoo detect: error: no images or videos in @%s\n" % listing
     assert "%s: left out 4 file(s)" % folder in caplog.text

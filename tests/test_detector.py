@@ -332,3 +332,23 @@ def test_benchmark_sweep_times_each_batch_size_on_mixed_orientations(tmp_path, c
     assert [line.split(":")[0].strip() for line in lines[1:]] == ["batch   1", "batch   2"]
     shapes = {cv2.imread(str(path)).shape[:2] for path in (tmp_path / "mixed").iterdir()}
     assert any(h > w for h, w in shapes) and any(w > h for h, w in shapes)
+
+
+@pytest.mark.slow
+def test_benchmark_busy_times_the_detect_command_quiet_and_beside_busy_processes(tmp_path,
+                                                                                capsys):
+    """Three ``zoo detect`` processes (a warm-up, quiet, busy) and one busy loop: slow."""
+    from zoo.cli import main
+    assert main(["benchmark-detector", "--network", "ssd_mobilenetv2_stride8", "--data-shape",
+                 "128", "--num-images", "2", "--image-size", "64", "--runs", "1", "--busy", "1",
+                 "--work-dir", str(tmp_path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1].startswith("zoo detect (ssd_mobilenetv2_stride8, 2 images, a process on "
+                               "cores ")
+    quiet = float(lines[2].split(":")[1].split()[0])
+    busy = float(lines[3].split(":")[1].split()[0])
+    assert lines[4].startswith("  ratio: ") and lines[4].endswith(
+        "x its quiet time (target about 3x, at most 6x)")
+    assert float(lines[4].split()[1].rstrip("x")) == pytest.approx(busy / quiet, abs=0.02)
+    with open(str(tmp_path / "busy" / "detect" / "results.json")) as stream:
+        assert len(json.load(stream)["images"]) == 2

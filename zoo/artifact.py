@@ -11,8 +11,10 @@ The files of epoch N:
   arrays in MXNet's binary NDArray format and their structure and update counts;
 - ``PREFIX-NNNN.json``, written last: the format version, the zoo version, the fully
   resolved config the model is rebuilt from, class names, preprocessing, precision, the
-  best validation record, the training options and the sha256 of the parameter file and
-  of the graph (checked on loading).
+  best validation record, the training options and the sha256 of the parameter file, of
+  the graph and of the class-name list (checked on loading; an artifact saved before the
+  class names had theirs loads unchecked, its names made safe wherever they name a file,
+  :mod:`zoo.filenames`).
 
 An epoch without its JSON is incomplete and never loaded; each file is written to a
 temporary name and renamed, so a save killed half-way leaves the previous epochs intact.
@@ -40,8 +42,8 @@ from zoo.model import DetectionModel, build_model
 
 __all__ = ["Artifact", "ArtifactError", "FORMAT_VERSION", "OptimizerState", "atomic_write",
            "best_epoch", "class_names", "clean_temporary_files", "epoch_files", "epochs", "export",
-           "latest_epoch", "load", "load_optimizer_state", "prune", "read_json", "read_meta",
-           "read_params", "read_symbol", "save"]
+           "latest_epoch", "load", "load_optimizer_state", "names_sha256", "prune", "read_json",
+           "read_meta", "read_params", "read_symbol", "save"]
 
 FORMAT_VERSION = 2
 _CHUNK = 1 << 20
@@ -188,6 +190,7 @@ def save(prefix, epoch, model, arg_params, aux_params, *, symbol=None, precision
                 "config": config, "class_names": class_names(config),
                 "preprocessing": preprocessing or model.preprocessing(), "precision": precision,
                 "best": best, "params_sha256": _sha256(files.params),
+                "class_names_sha256": names_sha256(class_names(config)),
                 "graph": os.path.basename(files.graph if own_graph else symbol_path(prefix)),
                 "graph_sha256": hashlib.sha256(graph).hexdigest(), "training": training}
         atomic_write(files.meta, _write_json(meta))
@@ -328,7 +331,25 @@ def read_meta(prefix, epoch):
     _check_format(path, meta, prefix, ("epoch", "config", "class_names", "preprocessing",
                                        "precision", "params_sha256"))
     _check_meta(path, meta, epoch)
+    _check_names_sha256(path, meta)
     return meta
+
+
+def names_sha256(names):
+    """The sha256 of a class-name list as an artifact records it (its JSON, ASCII)."""
+    return hashlib.sha256(json.dumps(list(names)).encode("ascii")).hexdigest()
+
+
+def _check_names_sha256(path, meta):
+    """Refuse class names changed since they were saved: they name the model's outputs and
+    the files ``zoo detect`` writes, as the parameters are covered by theirs."""
+    recorded = meta.get("class_names_sha256")
+    if recorded is None:  # saved before class names had a sha256
+        return
+    if recorded != names_sha256(meta["class_names"]):
+        raise ArtifactError("%s: class_names changed since it was saved (their sha256 differs "
+                            "from the class_names_sha256 recorded there); restore the file, "
+                            "or train onto other names with zoo train --init-from" % path)
 
 
 def _is_names(value):

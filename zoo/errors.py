@@ -22,8 +22,8 @@ def quoted(value):
     text = _QUOTE.repr(value)
     return text if len(text) <= QUOTE_LIMIT else text[:QUOTE_LIMIT - 3] + "..."
 
-__all__ = ["ConfigError", "DataError", "HealthWarning", "OnnxModelError", "OptionsError",
-           "OutputLocked", "PretrainedNotFound"]
+__all__ = ["ConfigError", "DataError", "HealthWarning", "Interrupted", "OnnxModelError",
+           "OptionsError", "OutputLocked", "PretrainedNotFound"]
 
 
 class ConfigError(ValueError):
@@ -61,6 +61,16 @@ class OnnxModelError(ValueError):
 class OutputLocked(RuntimeError):
     """Another process is writing the same output (:mod:`zoo.runlock`); the message is one
     line naming it."""
+
+
+class Interrupted(RuntimeError):
+    """SIGINT or SIGTERM stopped a job at a safe point, what it finished kept; the message is
+    one line saying what is where. ``exit_status`` is the shell's status of a command killed
+    by that signal (130, 143)."""
+
+    def __init__(self, signum, message):
+        super().__init__(message)
+        self.signum, self.exit_status = signum, 128 + signum
 
 
 class HealthWarning(UserWarning):

@@ -2,7 +2,10 @@
 decoding included; the job also draws and writes the pictures and the results JSON) against
 the pure-inference images/s of the same graph at the same batch size, in one process; and
 (:func:`batch_sweep`) seconds per image at several batch sizes on images of mixed
-orientations, to show that a larger batch is never slower per image.
+orientations, to show that a larger batch is never slower per image; and
+(:func:`busy_detect`) the wall time of ``zoo detect`` as a command beside CPU-bound
+processes on two cores against its quiet time: its decoding and writing threads run at
+normal priority, so it must get near a fair share of the cores, never starve.
 
 Pure inference is the detector's own :class:`zoo.predictor.Predictor` run on batches
 already decoded and preprocessed in memory: the ratio of the two is what decoding,
@@ -18,6 +21,9 @@ beside that work as alone).
 import contextlib
 import os
 import shutil
+import statistics
+import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from typing import Optional
@@ -25,6 +31,7 @@ from typing import Optional
 import cv2
 import numpy as np
 
+from zoo import artifact
 from zoo.data import embedded
 from zoo.data.images import read_image
 from zoo.inference.detector import Detector, load_detector
@@ -35,9 +42,14 @@ from zoo.errors import DataError, OptionsError
 from zoo.config.registry import unknown_network
 from zoo.model import get_model
 
-__all__ = ["DetectorBenchmarkOptions", "batch_sweep", "benchmark_detector", "report",
-           "sweep_report"]
+__all__ = ["BUSY_CORES", "DetectorBenchmarkOptions", "batch_sweep", "benchmark_detector",
+           "busy_detect", "busy_report", "report", "sweep_report"]
 
+BUSY_CORES = 2
+"""The cores :func:`busy_detect` runs ``zoo detect`` and the busy processes on."""
+BUSY_TARGET, BUSY_LIMIT = 3.0, 6.0
+"""Busy wall time against quiet: about a fair share (four busy processes and the job's
+threads on two cores), and at most twice that."""
 SKIPS_NAMED = 5
 """Skipped files named in the report; the rest are counted."""
 OPENMP_SETTINGS = ("OMP_NUM_THREADS", "OMP_WAIT_POLICY", "GOMP_SPINCOUNT")
@@ -223,7 +235,8 @@ def benchmark_detector(options):
 
     job = DetectOptions(checkpoint=options.checkpoint or "", inputs=tuple(paths),
                         output=os.path.join(options.work_dir, "detect"), progress=False,
-                        threshold=options.score_threshold, batch_size=batch_size)
+                        threshold=options.score_threshold, batch_size=batch_size,
+                        exist_ok=True)
 
     def run_job():
         detect(job, detector)
@@ -314,3 +327,93 @@ def sweep_report(result):
               % (size, spent, spent / result["per_image_s"][smallest], smallest)
               for size, spent in sorted(result["per_image_s"].items())]
     return "\n".join(lines)
+
+
+def pinned_to(cores):
+    """A ``preexec_fn`` putting the child process (all its threads) on ``cores``."""
+    return lambda: os.sched_setaffinity(0, cores)
+
+
+def start_busy(count, cores):
+    """``count`` CPU-bound processes (a Python loop each) on ``cores``."""
+    return [subprocess.Popen([sys.executable, "-c", "while True: pass"],
+                             preexec_fn=pinned_to(cores)) for _ in range(count)]
+
+
+def stop_busy(processes):
+    for process in processes:
+        process.kill()
+    for process in processes:
+        process.wait()
+
+
+def detect_command(options, work):
+    """The ``zoo detect`` command line timed: the checkpoint (the network exported with
+    random weights when none is given) over the benchmark's images, named in a list file."""
+    checkpoint = options.checkpoint
+    if checkpoint is None:
+        overrides = {} if options.data_shape is None else {"data_shape": options.data_shape}
+        model = get_model(options.network, **overrides)
+        model.init_params(seed=0)
+        checkpoint = os.path.join(work, "model")
+        artifact.export(model, checkpoint)
+    paths, _ = image_paths(options)
+    listing = os.path.join(work, "inputs.txt")
+    with open(listing, "w") as stream:
+        stream.write("".join(os.path.abspath(path) + "\n" for path in paths))
+    return [sys.executable, "-m", "zoo", "detect", "--checkpoint", checkpoint, "--list",
+            listing, "--output", os.path.join(work, "detect"), "--exist-ok", "--no-progress",
+            "--batch-size", str(options.batch_size),
+            "--threshold", str(options.score_threshold)], len(paths)
+
+
+def timed_command(argv, cores):
+    """Wall seconds of the command ``argv`` on ``cores``; OptionsError naming its last line
+    of stderr if it fails."""
+    start = time.perf_counter()
+    done = subprocess.run(argv, preexec_fn=pinned_to(cores), stdout=subprocess.DEVNULL,
+                          stderr=subprocess.PIPE, text=True)
+    spent = time.perf_counter() - start
+    if done.returncode != 0:
+        raise OptionsError("zoo detect failed (exit %d): %s" % (
+            done.returncode, (done.stderr.strip().splitlines() or ["no message"])[-1]))
+    return spent
+
+
+def busy_detect(options, busy):
+    """Wall seconds of ``zoo detect`` as a command (process start and model loading
+    included) on :data:`BUSY_CORES` cores, quiet and beside ``busy`` CPU-bound processes on
+    the same cores, ``options.runs`` times each, alternating after one untimed warm-up;
+    returns ``{"quiet_s", "busy_s"}`` (medians), ``"ratio"``, ``"busy"``, ``"cores"``,
+    ``"num_images"``, ``"graph"`` and ``"machine"``."""
+    machine = machine_line(environment(*OPENMP_SETTINGS))
+    cores = sorted(os.sched_getaffinity(0))[:BUSY_CORES]
+    work = os.path.join(options.work_dir, "busy")
+    os.makedirs(work, exist_ok=True)
+    argv, count = detect_command(options, work)
+    timed_command(argv, cores)  # warm-up: the files in the page cache
+    quiet, loaded = [], []
+    for _ in range(options.runs):
+        quiet.append(timed_command(argv, cores))
+        processes = start_busy(busy, cores)
+        try:
+            loaded.append(timed_command(argv, cores))
+        finally:
+            stop_busy(processes)
+    quiet_s, busy_s = statistics.median(quiet), statistics.median(loaded)
+    return {"quiet_s": quiet_s, "busy_s": busy_s, "ratio": busy_s / quiet_s, "busy": busy,
+            "cores": cores, "num_images": count, "machine": machine,
+            "graph": options.checkpoint or options.network}
+
+
+def busy_report(result):
+    """The lines the tool prints for :func:`busy_detect`."""
+    return "\n".join([
+        result["machine"],
+        "zoo detect (%s, %d images, a process on cores %s), median wall time:"
+        % (result["graph"], result["num_images"], ",".join(map(str, result["cores"]))),
+        "  quiet: %8.2f s" % result["quiet_s"],
+        "  beside %d busy processes on the same cores: %8.2f s" % (result["busy"],
+                                                                    result["busy_s"]),
+        "  ratio: %.2fx its quiet time (target about %gx, at most %gx)"
+        % (result["ratio"], BUSY_TARGET, BUSY_LIMIT)])

@@ -10,7 +10,8 @@ Each command is a module of this package with ``add_arguments(parser)`` and
   or MXNet reads set to a value that cannot be (checked before MXNet loads):
   ``zoo COMMAND: error: ...``, exit 1;
 - SIGINT or SIGTERM: training stops at a batch boundary and names its last complete
-  checkpoint; exit 130 (SIGINT) or 143 (SIGTERM), as a shell reports a killed command.
+  checkpoint, ``zoo detect`` after its current image with the results of those finished
+  written; exit 130 (SIGINT) or 143 (SIGTERM), as a shell reports a killed command.
 
 A bad image or annotation that ``--skip-bad`` would have skipped says so in its error line.
 A warning (images skipped with ``--skip-bad``, ...) is one line too: ``zoo COMMAND: warning:
@@ -70,10 +71,12 @@ def user_errors():
     from zoo.artifact import ArtifactError
     from zoo.distributed.cluster import ClusterError
     from zoo.engine.trainer import TrainingError
-    from zoo.errors import ConfigError, DataError, OnnxModelError, OptionsError, OutputLocked
+    from zoo.errors import (ConfigError, DataError, Interrupted, OnnxModelError, OptionsError,
+                            OutputLocked)
     from zoo.gluoncv.common import GluonCVImportError
     return (ConfigError, DataError, ArtifactError, FileNotFoundError, TrainingError,
-            ClusterError, OptionsError, GluonCVImportError, OutputLocked, OnnxModelError)
+            ClusterError, OptionsError, GluonCVImportError, OutputLocked, OnnxModelError,
+            Interrupted)
 
 
 def build_parser(command=None):

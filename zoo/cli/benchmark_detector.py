@@ -1,7 +1,9 @@
 """``zoo benchmark-detector``: images/s through :class:`zoo.Detector` and through the ``zoo
 detect`` job on image files (decoding included) against pure inference of the same graph at
 the same batch size, side by side in one process (see :mod:`zoo.bench.detector`); with
-``--batch-sizes``, seconds per image at each batch size instead.
+``--batch-sizes``, seconds per image at each batch size instead; with ``--busy N``, the wall
+time of the ``zoo detect`` command on two cores beside N CPU-bound processes against its
+quiet time instead (about 3x is a fair share; idle-priority threads once made it 70x).
 
 Examples:
     zoo benchmark-detector --network ssd_mobilenetv2_stride8 --data-shape 192
@@ -9,8 +11,10 @@ Examples:
         --mixed-orientations --batch-sizes 1,2,8
     zoo benchmark-detector --checkpoint output/train/ssd_mobilenetv2_stride8 \\
         --images output/shapes/JPEGImages
+    zoo benchmark-detector --busy 4 --num-images 16 --image-size 1024 --runs 3
 """
-from zoo.bench.detector import (DetectorBenchmarkOptions, batch_sweep, benchmark_detector, report,
+from zoo.bench.detector import (BUSY_CORES, DetectorBenchmarkOptions, batch_sweep,
+                                benchmark_detector, busy_detect, busy_report, report,
                                 sweep_report)
 from zoo.config.registry import list_models
 from zoo.cli.common import comma_list, fraction, options_from, positive_int
@@ -50,12 +54,17 @@ def add_arguments(p):
     p.add_argument("--batch-sizes", type=comma_list(positive_int), default=None,
                    metavar="N,...", help="time seconds per image at each of these batch "
                                          "sizes instead (e.g. 1,2,8)")
+    p.add_argument("--busy", type=positive_int, default=None, metavar="N",
+                   help="time the zoo detect command on %d cores, quiet and beside N "
+                        "CPU-bound processes on the same cores, instead (e.g. 4)" % BUSY_CORES)
 
 
 def run(args):
     network = None if args.checkpoint else args.network
     options = options_from(DetectorBenchmarkOptions, args, network=network)
-    if args.batch_sizes:
+    if args.busy:
+        print(busy_report(busy_detect(options, args.busy)))
+    elif args.batch_sizes:
         print(sweep_report(batch_sweep(options, args.batch_sizes)))
     else:
         print(report(benchmark_detector(options)))

@@ -1,11 +1,20 @@
-"""``zoo detect``: run an artifact (fp32, int8) or an exported ``.onnx`` file over files,
-folders, globs, list files and videos; write a results JSON, drawn pictures and, if asked,
-crops per class and text files (see :mod:`zoo.jobs.detect` for the output layout).
+"""``zoo detect``: run an artifact (fp32, int8), an exported ``.onnx`` file or an OpenVINO
+``.xml`` over files, folders, globs, list files and videos; write a results JSON, drawn
+pictures and, if asked, crops per class and text files.
+
+Under --output: results.json (every picture's detections; every file not detected on, and
+why), results.jsonl (a line per picture as it finishes), pictures/NAME.EXT, with --crops
+crops/CLASS/NAME_K.EXT, with --txt labels/NAME.txt. NAME and CLASS are the input's and the
+class's names made safe file names: nothing is written outside --output. An --output that
+holds files already is refused unless --exist-ok; no input is read from inside it.
+Ctrl-C or SIGTERM stops after the images being detected, results.json written for those
+(exit 130 or 143).
 
 Examples:
     zoo detect --checkpoint output/train/ssd_mobilenetv2 photos/ --output output/detect
     zoo detect --checkpoint model.onnx 'photos/**/*.jpg' --recursive --crops --classes bird
     zoo detect --checkpoint output/int8/ssd --list todo.txt clip.mp4 --every 10 --txt
+    zoo detect --checkpoint model.xml photos/ --output output/detect --exist-ok
 """
 from zoo.jobs.detect import FORMATS, DetectOptions, detect
 from zoo.cli.common import (add_batch_flag, add_checkpoint_flags, add_exif_flag, add_progress_flag,
@@ -17,15 +26,21 @@ DEFAULTS = DetectOptions(checkpoint="", inputs=("",))
 
 
 def add_arguments(p):
-    add_checkpoint_flags(p, "artifact prefix (fp32, or int8 from `zoo quantize`) or an "
-                            "exported .onnx file")
+    add_checkpoint_flags(p, "artifact prefix (fp32, or int8 from `zoo quantize`), an "
+                            "exported .onnx file or an OpenVINO .xml file")
     p.add_argument("inputs", nargs="*", metavar="INPUT",
                    help="image or video files, folders, globs (quote them: the zoo expands "
                         "them) or @FILE listing inputs one a line")
     p.add_argument("--list", dest="lists", action="append", default=None, metavar="FILE",
                    help="text file listing inputs, one a line (repeatable)")
-    p.add_argument("--output", default=DEFAULTS.output, help="folder to write into")
-    p.add_argument("--recursive", action="store_true", help="folders: their subfolders too")
+    p.add_argument("--output", default=DEFAULTS.output,
+                   help="folder to write into; refused if it holds files, unless --exist-ok")
+    p.add_argument("--exist-ok", action="store_true",
+                   help="write into an --output that holds files already (files of the same "
+                        "names are replaced; results.json lists this run's pictures only)")
+    p.add_argument("--recursive", action="store_true",
+                   help="folders: their subfolders too (symlinked ones followed, each once); "
+                        "globs: '**' matches any depth")
     p.add_argument("--every", type=positive_int, default=DEFAULTS.every, metavar="N",
                    help="videos: detect on every Nth frame")
     p.add_argument("--threshold", type=fraction, default=DEFAULTS.threshold,
@@ -42,7 +57,8 @@ def add_arguments(p):
     p.add_argument("--crops", action="store_true",
                    help="write each detection cut out, in a folder per class")
     p.add_argument("--txt", action="store_true",
-                   help="write one text file per picture: class score x1 y1 x2 y2 a line")
+                   help="write one text file per picture, a line per detection: CLASS_ID "
+                        "CLASS_NAME SCORE X1 Y1 X2 Y2 (pixels; blanks in the name written _)")
     p.add_argument("--strict", action="store_true",
                    help="stop at the first file that cannot be read (default: skip it)")
     add_exif_flag(p)

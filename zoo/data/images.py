@@ -5,9 +5,9 @@ only libjpeg's warning on stderr ("Corrupt JPEG data", "Premature end of JPEG
 file"), even when an end marker was appended to the cut-short data. JPEGs are
 therefore decoded by libjpeg-turbo through ``simplejpeg`` in strict mode,
 which turns every such warning into an error (and is twice as fast as
-``cv2.imdecode`` plus the colour conversion, with identical pixels); other
-formats go through OpenCV. Before any decoding, the dimensions are read from
-the header (JPEG SOFn, PNG IHDR) and checked against a pixel-count limit, so a
+``cv2.imdecode`` plus the colour conversion, with identical pixels); GIFs (their first
+frame) go through PIL, other formats through OpenCV. Before any decoding, the dimensions are
+read from the header (JPEG SOFn, PNG IHDR) and checked against a pixel-count limit, so a
 header claiming 40000x40000 pixels costs nothing.
 """
 import io
@@ -208,6 +208,8 @@ def decode_image(data, source, limit=None):
             return simplejpeg.decode_jpeg(data, colorspace="RGB", strict=True)
         except ValueError as err:
             raise data_error(source, "corrupt JPEG: %s" % err)
+    if found.format == "GIF":
+        return gif_frame(data, source)
     try:
         image = cv2.imdecode(np.frombuffer(data, dtype=np.uint8), DECODE_FLAGS)
     except cv2.error as err:
@@ -215,6 +217,16 @@ def decode_image(data, source, limit=None):
     if image is None:
         raise data_error(source, "not a decodable image")
     return cv2.cvtColor(image, cv2.COLOR_BGR2RGB)
+
+
+def gif_frame(data, source):
+    """The first frame of a GIF (an animation's too) as HxWx3 uint8 RGB: OpenCV reads none."""
+    try:
+        with Image.open(io.BytesIO(data)) as image:
+            image.seek(0)
+            return np.asarray(image.convert("RGB"))
+    except (OSError, ValueError, SyntaxError, EOFError) as err:
+        raise data_error(source, "corrupt GIF: %s" % err)
 
 
 def read_image(path, limit=None):

@@ -14,7 +14,6 @@ import logging
 import os
 import re
 import signal
-import threading
 import time
 import warnings
 from dataclasses import asdict, dataclass
@@ -30,6 +29,7 @@ from zoo.engine.health.report import HealthReport
 from zoo.engine.memory import memory_saving_symbol
 from zoo.engine import module_adapter
 from zoo.process import gpu_ids
+from zoo.signals import stop_signals
 
 __all__ = ["LOG", "OPTIMIZERS", "OptimizerOptions", "OutputFolderInUse", "Trainer",
            "TrainerOptions", "TrainingDiverged", "TrainingError", "TrainingInterrupted",
@@ -61,26 +61,6 @@ class TrainingInterrupted(TrainingError):
     def __init__(self, signum, message):
         super().__init__(message)
         self.signum, self.exit_status = signum, 128 + signum
-
-
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
-
-
-@contextlib.contextmanager
-def stop_signals(handler):
-    """Route SIGINT and SIGTERM to ``handler(signum)`` in the block, then restore the
-    previous handlers. Outside the main thread (where Python cannot set handlers) nothing
-    changes."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = {signum: signal.signal(signum, lambda number, frame: handler(number))
-                for signum in STOP_SIGNALS}
-    try:
-        yield
-    finally:
-        for signum, old in previous.items():
-            signal.signal(signum, old)
 
 
 def contexts(spec):

@@ -2,9 +2,9 @@
 
 A :class:`Detector` runs one model's deployed graph (an int8 artifact's int8 graph) on
 images given as files or arrays, in batches (the one batch runner,
-:class:`zoo.inference.runner.BatchRunner`: idle-priority worker threads decode and
-preprocess the next batches in the cycles MXNet's pass leaves, the calling thread the images
-they have not started), on an
+:class:`zoo.inference.runner.BatchRunner`: worker threads of normal priority decode and
+preprocess the next batches while MXNet's pass runs, the calling thread the images they
+have not started), on an
 :class:`MXNetEngine`: one executor per input shape is bound once, on the first batch of
 that shape, and reused by later calls (:class:`zoo.predictor.Predictor`).
 :class:`Detections` and the helpers below it are :mod:`zoo.inference.runner`'s, which loads no

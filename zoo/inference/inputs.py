@@ -6,6 +6,7 @@ A file that cannot be read is skipped, not fatal, unless asked: a folder of phot
 one broken or foreign file, and a user wants the others detected and the bad one named.
 """
 import collections
+import fnmatch
 import glob
 import os
 import threading
@@ -17,15 +18,23 @@ import cv2
 from zoo.errors import DataError, OptionsError
 from zoo.inference.runner import rgb_image
 
-__all__ = ["ExpandedInputs", "IMAGE_EXTENSIONS", "VIDEO_EXTENSIONS", "Input", "InputImages",
-           "expand_inputs"]
+__all__ = ["ExpandedInputs", "IMAGE_EXTENSIONS", "REASONS", "VIDEO_EXTENSIONS", "Input",
+           "InputImages", "Skipped", "expand_inputs"]
 
-IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp")
-"""Files a folder contributes as images (any case)."""
+IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp", ".gif")
+"""Files a folder contributes as images (any case); a GIF is read as its first frame."""
 VIDEO_EXTENSIONS = (".mp4", ".avi", ".mov", ".mkv", ".m4v", ".webm", ".mpg", ".mpeg")
 """Files read as videos, every Nth frame (any case), whether named or found in a folder."""
 LIST_PREFIX = "@"
 """``@FILE`` names a text file listing inputs, one a line."""
+REASONS = {
+    "unreadable": "a file that cannot be read or decoded",
+    "type": "a file of a type zoo detect does not read",
+    "hidden": "a hidden file or folder (a name starting with a dot), not read",
+    "subfolder": "a subfolder, not searched without --recursive",
+    "output": "the --output folder or inside it, never read as input",
+}
+"""The ``reason`` of a :class:`Skipped` entry: what it means."""
 
 
 @dataclass(frozen=True)
@@ -35,20 +44,17 @@ class Input:
     video_frame: Optional[int] = None
 
 
+@dataclass(frozen=True)
+class Skipped:
+    """A file or folder not detected on: ``file`` as found, ``reason`` a key of
+    :data:`REASONS`, ``error`` the line saying why."""
+    file: str
+    reason: str
+    error: str
+
+
 def is_video(path):
     return path.lower().endswith(VIDEO_EXTENSIONS)
-
-
-def folder_entries(folder, recursive):
-    """Every entry of ``folder`` (and of its subfolders if ``recursive``, hidden ones such as
-    ``.git/`` or ``.thumbnails/`` left unsearched, as ``glob`` leaves them), as paths."""
-    if not recursive:
-        return [os.path.join(folder, name) for name in os.listdir(folder)]
-    entries = []
-    for root, folders, names in os.walk(folder):
-        folders[:] = [name for name in folders if not name.startswith(".")]
-        entries += [os.path.join(root, name) for name in names + folders]
-    return entries
 
 
 def is_input_name(path):
@@ -56,36 +62,110 @@ def is_input_name(path):
     return path.lower().endswith(IMAGE_EXTENSIONS + VIDEO_EXTENSIONS)
 
 
+def hidden(path):
+    """Whether an entry is hidden: its name starts with a dot (the folders on its way are
+    not hidden, since hidden ones are not searched)."""
+    return os.path.basename(path).startswith(".")
+
+
+def is_inside(path, folder):
+    """Whether ``path`` is the real folder ``folder`` (None: no folder) or inside it, both
+    compared resolved (links followed)."""
+    if folder is None:
+        return False
+    real = os.path.realpath(path)
+    return real == folder or real.startswith(folder.rstrip(os.sep) + os.sep)
+
+
+def output_skipped(path):
+    return Skipped(path, "output", "%s: inside the --output folder, never read as input"
+                   % path)
+
+
 @dataclass(frozen=True)
 class FolderScan:
-    """What one listing of a folder gives: ``files``, its images and videos (sorted), and
-    ``notice``, the line saying what it leaves out (None if nothing)."""
+    """What one listing of a folder gives: ``files``, its images and videos (sorted);
+    ``left_out``, a :class:`Skipped` for every file and folder it leaves out; ``notice``,
+    the line saying what it leaves out (None if nothing)."""
     files: tuple
+    left_out: tuple
     notice: Optional[str]
 
 
-def scan_folder(folder, recursive):
-    """The :class:`FolderScan` of ``folder`` (and its subfolders if ``recursive``). Left out
-    are its files of other types, counted by extension (a phone's ``.HEIC`` photos among
-    them), its hidden images and videos (the ``._IMG_0001.JPG`` a Mac leaves beside a
-    photo on a USB stick is no picture), counted, and without ``recursive`` its
-    subfolders; other hidden entries (``.DS_Store``, ``.git/``) go unmentioned."""
-    entries = folder_entries(folder, recursive)
-    regular = [path for path in entries if os.path.isfile(path)]
-    inputs = [path for path in regular if is_input_name(path)]
-    other = collections.Counter(os.path.splitext(path)[1] or "no extension" for path in regular
-                                if not is_input_name(path) and not hidden(path))
-    subfolders = 0 if recursive else sum(os.path.isdir(path) and not hidden(path)
-                                         for path in entries)
-    files = sorted(path for path in inputs if not hidden(path))
-    return FolderScan(tuple(files), left_out_notice(folder, other, len(inputs) - len(files),
-                                                    subfolders))
+def folder_files(folder, recursive, output):
+    """``(files, left_out)``: the files of ``folder`` (and of its subfolders if
+    ``recursive``, symlinked ones followed, each real folder searched once so that a link
+    back up ends), and a :class:`Skipped` for each folder not searched: hidden ones (such as
+    ``.git/`` or ``.thumbnails/``, as ``glob`` leaves them), the real folder ``output`` and
+    what is inside it, those that cannot be listed, and without ``recursive`` every
+    subfolder."""
+    left_out, files, searched = [], [], set()
+
+    def unlisted(err):
+        left_out.append(Skipped(err.filename, "unreadable", "%s: cannot list the folder: %s"
+                                % (err.filename, err.strerror or err)))
+    for root, folders, names in os.walk(folder, onerror=unlisted, followlinks=True):
+        real = os.path.realpath(root)
+        if real in searched:  # a link back up (a loop), or a second link to one folder
+            folders[:] = []
+            continue
+        searched.add(real)
+        kept = []
+        for name in sorted(folders):
+            path = os.path.join(root, name)
+            if hidden(path):
+                left_out.append(Skipped(path, "hidden", "%s: a hidden folder, not searched"
+                                        % path))
+            elif is_inside(path, output):
+                left_out.append(output_skipped(path))
+            elif not recursive:
+                left_out.append(Skipped(path, "subfolder", "%s: a subfolder, not searched "
+                                        "(--recursive searches it)" % path))
+            else:
+                kept.append(name)
+        folders[:] = kept
+        files += [os.path.join(root, name) for name in names]
+    return files, left_out
 
 
-def left_out_notice(folder, other, hidden_inputs, subfolders):
-    """``FOLDER: left out ...`` for ``other`` (extension: count of files not read),
-    ``hidden_inputs`` hidden images and videos and ``subfolders`` not searched; None if
-    none."""
+def scan_folder(folder, recursive, output=None):
+    """The :class:`FolderScan` of ``folder`` (and its subfolders if ``recursive``). Left out,
+    each named: its files of other types (a phone's ``.HEIC`` photos among them), its hidden
+    files (the ``._IMG_0001.JPG`` a Mac leaves beside a photo on a USB stick is no
+    picture) and the folders :func:`folder_files` does not search. The notice line counts
+    the files of other types by extension, the hidden images and videos, the subfolders not
+    searched without ``recursive`` and names the output folder; other hidden entries
+    (``.DS_Store``, ``.git/``) are listed only."""
+    paths, left_out = folder_files(folder, recursive, output)
+    files = []
+    for path in sorted(paths):
+        if hidden(path):
+            left_out.append(Skipped(path, "hidden", "%s: a hidden file (a name starting with "
+                                                    "a dot), not read" % path))
+        elif not os.path.isfile(path):
+            left_out.append(Skipped(path, "unreadable", "%s: not a regular file (a broken "
+                                                        "link?)" % path))
+        elif is_input_name(path):
+            files.append(path)
+        else:
+            left_out.append(Skipped(path, "type", "%s: not a type zoo detect reads (%s)"
+                                    % (path, extension(path))))
+    return FolderScan(tuple(files), tuple(left_out), left_out_notice(folder, left_out))
+
+
+def extension(path):
+    return os.path.splitext(path)[1] or "no extension"
+
+
+def left_out_notice(folder, left_out):
+    """``FOLDER: left out ...`` for the :class:`Skipped` entries ``left_out``, counted; None
+    if there is nothing worth a line."""
+    other = collections.Counter(extension(item.file) for item in left_out
+                                if item.reason == "type")
+    hidden_inputs = sum(item.reason == "hidden" and is_input_name(item.file)
+                        for item in left_out)
+    subfolders = sum(item.reason == "subfolder" for item in left_out)
+    outputs = [item.file for item in left_out if item.reason == "output"]
     parts = []
     if other:
         parts.append("%d file(s) of a type zoo detect does not read (%s)" % (
@@ -95,13 +175,9 @@ def left_out_notice(folder, other, hidden_inputs, subfolders):
                      % hidden_inputs)
     if subfolders:
         parts.append("%d subfolder(s) not searched (--recursive searches them)" % subfolders)
+    if outputs:
+        parts.append("the --output folder %s (never read as input)" % ", ".join(outputs))
     return "%s: left out %s" % (folder, "; ".join(parts)) if parts else None
-
-
-def hidden(path):
-    """Whether an entry :func:`folder_entries` gives is hidden: its name starts with a dot
-    (the folders on its way are not hidden, since hidden ones are not searched)."""
-    return os.path.basename(path).startswith(".")
 
 
 def listed_paths(list_file):
@@ -117,28 +193,40 @@ def listed_paths(list_file):
     return [os.path.join(base, line) for line in lines if line and not line.startswith("#")]
 
 
-def spec_entries(spec, recursive):
-    """The files and folders one command-line input names: a file, a folder, a glob's
-    matching files (expanded here, so quoting it works on every shell) or a list file's
-    entries (``@FILE``: files and folders). An input naming nothing is an OptionsError."""
-    if spec.startswith(LIST_PREFIX):  # a listed file that is missing is skipped, not fatal
-        return listed_paths(spec[len(LIST_PREFIX):])
-    if os.path.exists(spec):
-        return [spec]
-    if glob.has_magic(spec):
-        matches = sorted(path for path in glob.glob(spec, recursive=recursive)
-                         if os.path.isfile(path))
-        if matches:
-            return matches
-        raise OptionsError("input %r: the pattern matches no file" % spec)
-    raise OptionsError("input %r: no such file or folder" % spec)
+def glob_note(spec, recursive):
+    """The line for a ``**`` glob without ``recursive`` (it then matches one folder level,
+    as ``*`` does), else None."""
+    if recursive or "**" not in spec:
+        return None
+    return ("input %r: '**' matches a single folder level without --recursive; add "
+            "--recursive to search every subfolder" % spec)
 
 
-def video_frame_count(path):
-    """The number of frames OpenCV reads from a video, counted by reading past them (a
-    container's stated count can be wrong); DataError if it cannot be opened or is empty."""
+def pattern_matches(names, patterns):
+    """Whether the path components ``names`` match the glob components ``patterns``, as
+    ``glob`` matches them: ``**`` any number of folders (the last one anything), ``*`` and
+    the others one component each, case-sensitively, a hidden name only by a pattern
+    starting with a dot."""
+    if patterns == ["**"]:
+        return bool(names) and not any(name.startswith(".") for name in names)
+    if not patterns:
+        return not names
+    if patterns[0] == "**":
+        return any(pattern_matches(names[start:], patterns[1:])
+                   for start in range(len(names) + 1))
+    if not names or (names[0].startswith(".") and not patterns[0].startswith(".")):
+        return False
+    return (fnmatch.fnmatchcase(names[0], patterns[0])
+            and pattern_matches(names[1:], patterns[1:]))
+
+
+def video_frames(path):
+    """``(read, declared)``: the frames OpenCV reads from a video, counted by reading past
+    them, and the count its container declares (0: none); DataError if it cannot be opened
+    or no frame can be read."""
     capture = cv2.VideoCapture(path)
     try:
+        declared = int(max(0, capture.get(cv2.CAP_PROP_FRAME_COUNT) or 0))
         count = 0
         while capture.isOpened() and capture.grab():
             count += 1
@@ -146,40 +234,160 @@ def video_frame_count(path):
         capture.release()
     if count == 0:
         raise DataError("%s: cannot read a frame of the video" % path)
-    return count
+    return count, declared
+
+
+def damaged_video_note(path, read, declared):
+    """The line for a video cut short or damaged: fewer frames read than its container
+    declares (a frame's leeway, or one in a hundred: a container's count may be estimated
+    from its duration); else None."""
+    if declared - read <= max(1, declared // 100):
+        return None
+    return ("%s: damaged or cut short: %d of the %d frames its container declares could be "
+            "read; detecting on those" % (path, read, declared))
 
 
 @dataclass(frozen=True)
 class ExpandedInputs:
     """What the command-line inputs name: ``inputs``, every :class:`Input` in their order,
-    each file once (videos as every ``every``-th frame from frame 0); ``skipped``, ``(path,
-    reason)`` for each video that cannot be opened; ``left_out``, a line for each named
-    folder that leaves files or subfolders out (:func:`scan_folder`)."""
+    each file once however it is named (paths compared resolved; videos as every
+    ``every``-th frame from frame 0); ``skipped``, a :class:`Skipped` for each video that
+    cannot be opened and each file or folder a folder or glob leaves out; ``left_out``, a
+    line for each named folder that leaves files or subfolders out (:func:`scan_folder`);
+    ``notes``, lines worth a warning (a ``**`` glob without ``recursive``, a damaged
+    video)."""
     inputs: list
     skipped: list
     left_out: list
+    notes: list
 
 
-def expand_inputs(specs, recursive=False, every=1):
-    """The :class:`ExpandedInputs` of the command-line ``specs``; each folder is listed once."""
-    entries = [entry for spec in specs for entry in spec_entries(spec, recursive)]
-    scans = {folder: scan_folder(folder, recursive)
-             for folder in dict.fromkeys(entries) if os.path.isdir(folder)}
-    paths = dict.fromkeys(path for entry in entries
-                          for path in (scans[entry].files if entry in scans else [entry]))
-    inputs, skipped = [], []
-    for path in paths:
+class Expansion:
+    """Builds one :class:`ExpandedInputs`; see :func:`expand_inputs`."""
+
+    def __init__(self, recursive, every, output):
+        self.recursive, self.every = recursive, every
+        self.output = None if output is None else os.path.realpath(output)
+        self.inputs, self.skipped, self.left_out, self.notes = [], [], [], []
+        self.seen, self.scanned = set(), set()  # real paths of files and folders taken
+
+    def spec(self, spec):
+        """Take one command-line input: a file, a folder, a glob's matching files (expanded
+        here, so quoting it works on every shell) or a list file's entries (``@FILE``: files
+        and folders). An input naming nothing is an OptionsError; a listed file that is
+        missing is skipped, not fatal."""
+        if spec.startswith(LIST_PREFIX):
+            for path in listed_paths(spec[len(LIST_PREFIX):]):
+                self.named(path, spec)
+        elif os.path.exists(spec):
+            self.named(spec, spec)
+        elif glob.has_magic(spec):
+            self.glob(spec)
+        else:
+            raise OptionsError("input %r: no such file or folder" % spec)
+
+    def named(self, path, spec):
+        """A file or folder the user named: never inside the output folder."""
+        if is_inside(path, self.output):
+            raise OptionsError("input %s%s is inside --output %s: the output folder is never "
+                               "read as input; write elsewhere with --output" % (
+                                   path, "" if path == spec else " (from %s)" % spec,
+                                   self.output))
+        if os.path.isdir(path):
+            self.folder(path)
+        else:
+            self.file(path)
+
+    def glob(self, spec):
+        note = glob_note(spec, self.recursive)
+        if note:
+            self.notes.append(note)
+        parts = spec.split(os.sep)
+        if self.recursive and "**" in parts:
+            found = self.deep_glob(parts)
+        else:  # no component recurses: glob lists each folder on the way once
+            found = glob.glob(spec)
+        matches = sorted(path for path in found if os.path.isfile(path))
+        if not matches:
+            raise OptionsError("input %r: the pattern matches no file" % spec)
+        for path in matches:
+            if is_inside(path, self.output):
+                self.skipped.append(output_skipped(path))
+            else:
+                self.file(path)
+
+    def deep_glob(self, parts):
+        """The paths a pattern (split into ``parts``) with a ``**`` component matches, as
+        ``glob.glob(..., recursive=True)`` gives them, but each real folder searched once:
+        glob follows symlinked folders without end (a link back up, or two, hang it). The
+        folders before the first ``**`` are globbed; below, hidden folders and the output
+        folder are not searched."""
+        star = parts.index("**")
+        head = os.sep.join(parts[:star]) or (os.sep if star else "")
+        bases = ([path for path in glob.glob(head) if os.path.isdir(path)]
+                 if glob.has_magic(head) else [head])
+        found, searched = [], set()
+        for base in bases:
+            for root, folders, names in os.walk(base or os.curdir, followlinks=True):
+                real = os.path.realpath(root)
+                if real in searched:
+                    folders[:] = []
+                    continue
+                searched.add(real)
+                folders.sort()  # the first name of a folder met twice is the one kept
+                for name in list(folders):
+                    if name.startswith(".") or is_inside(os.path.join(root, name),
+                                                         self.output):
+                        folders.remove(name)
+                        if not name.startswith("."):
+                            self.skipped.append(output_skipped(os.path.join(root, name)))
+                relative = os.path.relpath(root, base or os.curdir).split(os.sep)
+                relative = [] if relative == [os.curdir] else relative
+                found += [os.path.join(base, *relative, name) for name in names
+                          if pattern_matches(relative + [name], parts[star:])]
+        return found
+
+    def folder(self, folder):
+        real = os.path.realpath(folder)
+        if real in self.scanned:
+            return
+        self.scanned.add(real)
+        scan = scan_folder(folder, self.recursive, self.output)
+        self.skipped.extend(scan.left_out)
+        if scan.notice:
+            self.left_out.append(scan.notice)
+        for path in scan.files:
+            self.file(path)
+
+    def file(self, path):
+        """One image or video file, unless taken already under another name."""
+        real = os.path.realpath(path)
+        if real in self.seen:
+            return
+        self.seen.add(real)
         if not is_video(path):
-            inputs.append(Input(path))
-            continue
+            self.inputs.append(Input(path))
+            return
         try:
-            frames = range(0, video_frame_count(path), every)
+            read, declared = video_frames(path)
         except DataError as err:
-            skipped.append((path, str(err)))
-            continue
-        inputs.extend(Input(path, frame) for frame in frames)
-    return ExpandedInputs(inputs, skipped,
-                          [scan.notice for scan in scans.values() if scan.notice])
+            self.skipped.append(Skipped(path, "unreadable", str(err)))
+            return
+        note = damaged_video_note(path, read, declared)
+        if note:
+            self.notes.append(note)
+        self.inputs.extend(Input(path, frame) for frame in range(0, read, self.every))
+
+
+def expand_inputs(specs, recursive=False, every=1, output=None):
+    """The :class:`ExpandedInputs` of the command-line ``specs``; each folder is listed
+    once. ``output``: the folder the results go to; a named input inside it is an
+    OptionsError, and a folder or glob leaves it out."""
+    expansion = Expansion(recursive, every, output)
+    for spec in specs:
+        expansion.spec(spec)
+    return ExpandedInputs(expansion.inputs, expansion.skipped, expansion.left_out,
+                          expansion.notes)
 
 
 class VideoReader:

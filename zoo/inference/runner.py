@@ -5,11 +5,9 @@ the graph; loads no MXNet.
 :class:`zoo.Detector` and the ONNX detector (:class:`BatchDetector`), evaluation on a
 dataset split (:func:`zoo.inference.evaluation.predict`) and int8 calibration
 (:func:`zoo.inference.quantization.calibration_iter`). It decodes the images (an
-:class:`ImageList` of files or arrays, or a dataset's :class:`DatasetImages`) on
-idle-priority worker threads a few batches ahead of the running one (in the cycles the graph
-leaves: where it fills every core, and MXNet's OpenMP threads spin between its parallel
-regions, few; an image no worker has started when its batch is due is prepared on the
-calling thread), resizes them as a model's (or an
+:class:`ImageList` of files or arrays, or a dataset's :class:`DatasetImages`) on worker
+threads of normal priority a few batches ahead of the running one (an image no worker has
+started when its batch is due is prepared on the calling thread), resizes them as a model's (or an
 artifact's) preprocessing dict says (:mod:`zoo.schema.preprocessing`), batches images of
 one input shape together, runs the batches on an engine (MXNet's
 :class:`~zoo.inference.detector.MXNetEngine`, ONNX Runtime's) and gives each image's rows
@@ -25,7 +23,6 @@ import abc
 import collections
 import json
 import os
-import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -38,7 +35,7 @@ from zoo.errors import DataError
 from zoo.metrics.coco import corners_to_xywh, default_category_id
 
 __all__ = ["BatchDetector", "BatchRunner", "DatasetImages", "Detections", "ImageList",
-           "label_names", "lower_priority", "rgb_image", "write_coco_results"]
+           "label_names", "rgb_image", "write_coco_results"]
 
 EXPECTED_IMAGE = ("a path or an RGB uint8 array of shape HxW (gray), HxWx3 or HxWx4 "
                   "(alpha dropped)")
@@ -128,16 +125,6 @@ def preparing_threads():
     """Threads that decode and preprocess: half the cores (inference wants them all, and
     decoding an image costs a tenth of detecting on it), at most 4 (enough for any graph)."""
     return max(1, min(4, (os.cpu_count() or 2) // 2))
-
-
-def lower_priority():
-    """Give the calling thread the lowest CPU priority (Linux only): preparing images then
-    takes the cycles a running pass leaves idle instead of stalling the runtime's threads."""
-    if hasattr(os, "SCHED_IDLE"):
-        try:
-            os.sched_setscheduler(threading.get_native_id(), os.SCHED_IDLE, os.sched_param(0))
-        except OSError:  # a sandbox may forbid it: the threads then run at normal priority
-            pass
 
 
 class ImageList:
@@ -283,7 +270,9 @@ class BatchRunner:
         """``(index, ((transform output), (width, height)))`` for every image, in order,
         decoded and preprocessed by worker threads up to :data:`PREFETCH_BATCHES` batches
         ahead."""
-        with ThreadPoolExecutor(self.workers, initializer=lower_priority) as pool:
+        # Normal priority: idle-priority workers (tried for a little speed on an idle
+        # machine) starved behind any other work, 70x their CPU time in wall time.
+        with ThreadPoolExecutor(self.workers) as pool:
             starts = collections.deque(range(0, len(source), batch_size))
             pending = collections.deque()
             try:
@@ -304,7 +293,7 @@ class BatchRunner:
 
     def _finished(self, jobs, source):
         """``(index, result)`` of the jobs, in order. Those no worker has started yet are run
-        here: the low-priority workers may be starved by other processes."""
+        here, rather than waited for: the workers may be busy on the images before them."""
         done_here = {index: self.prepare(source, index)
                      for index, future in jobs if future.cancel()}
         return [(index, done_here[index] if index in done_here else future.result())
