@@ -22,8 +22,8 @@ def quoted(value):
     text = _QUOTE.repr(value)
     return text if len(text) <= QUOTE_LIMIT else text[:QUOTE_LIMIT - 3] + "..."
 
-__all__ = ["ConfigError", "DataError", "HealthWarning", "OptionsError", "OutputLocked",
-           "PretrainedNotFound"]
+__all__ = ["ConfigError", "DataError", "HealthWarning", "MissingPackage", "OptionsError",
+           "OutputLocked", "PretrainedNotFound"]
 
 
 class ConfigError(ValueError):
@@ -42,14 +42,22 @@ class PretrainedNotFound(FileNotFoundError):
 class DataError(ValueError):
     """A dataset file is missing or malformed; the message is one line naming the file
     (and line, where there is one) and what is wrong. ``skippable``: whether ``skip_bad``
-    (``--skip-bad``) would have skipped the image instead of stopping."""
+    (``--skip-bad``) would have skipped the image instead of stopping; ``skip_hint``: whether
+    the command line then says so (not where the message names a better way out)."""
 
     skippable = False
+    skip_hint = True
 
 
 class OptionsError(ValueError):
     """A job's options are out of range or contradict each other; the message is one line
     naming them."""
+
+
+class MissingPackage(ImportError):
+    """A package what was asked needs is not installed here (MXNet to train, ONNX Runtime for
+    a ``.onnx`` file, OpenVINO for a ``.xml`` one); the message is one line naming it and
+    how to install it."""
 
 
 class OutputLocked(RuntimeError):

@@ -1,10 +1,14 @@
-"""``zoo detect``: run an artifact (fp32, int8) or an exported ``.onnx`` file over files,
-folders, globs, list files and videos; write a results JSON, drawn pictures and, if asked,
-crops per class and text files (see :mod:`zoo.jobs.detect` for the output layout).
+"""``zoo detect``: run an artifact (fp32, int8, on MXNet), an exported ``.onnx`` file (on
+ONNX Runtime) or an OpenVINO ``.xml`` file (on OpenVINO) over files, folders, globs, list
+files and videos; write into the output folder ``results.json`` (every picture's
+detections, with their COCO category ids for a model trained on a COCO file; the files
+skipped), the drawn pictures in ``pictures/`` and, if asked, crops in ``crops/CLASS/`` and
+text files in ``labels/``. Deployed files need no MXNet.
 
 Examples:
     zoo detect --checkpoint output/train/ssd_mobilenetv2 photos/ --output output/detect
     zoo detect --checkpoint model.onnx 'photos/**/*.jpg' --recursive --crops --classes bird
+    zoo detect --checkpoint out/ssd-int8.xml photos/ --no-pictures
     zoo detect --checkpoint output/int8/ssd --list todo.txt clip.mp4 --every 10 --txt
 """
 from zoo.jobs.detect import FORMATS, DetectOptions, detect
@@ -17,8 +21,8 @@ DEFAULTS = DetectOptions(checkpoint="", inputs=("",))
 
 
 def add_arguments(p):
-    add_checkpoint_flags(p, "artifact prefix (fp32, or int8 from `zoo quantize`) or an "
-                            "exported .onnx file")
+    add_checkpoint_flags(p, "artifact prefix (fp32, or int8 from `zoo quantize`), or a "
+                            "PREFIX.onnx or PREFIX.xml (OpenVINO) file from `zoo export`")
     p.add_argument("inputs", nargs="*", metavar="INPUT",
                    help="image or video files, folders, globs (quote them: the zoo expands "
                         "them) or @FILE listing inputs one a line")

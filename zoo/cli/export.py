@@ -8,16 +8,17 @@ Examples:
     zoo export --network ssd_resnet50 --data-shape 512 --output out/ssd_resnet50
     zoo export --checkpoint output/train/ssd_mobilenetv2_stride8 --format onnx \\
         --output out/ssd --verify output/shapes/JPEGImages/000000.jpg
-    zoo export --checkpoint output/train/ssd_mobilenetv2_stride8 --format openvino --int8 \
+    zoo export --checkpoint output/train/ssd_mobilenetv2_stride8 --format openvino --int8 \\
         --dataset voc --data-root output/shapes --split train --calib-images 32 --output out/ssd
-    zoo export --network faster_rcnn_fpn_resnet50 --format openvino --int8 --dataset coco \
-        --data-root mydata --annotations mydata/labels.json --image-dir mydata/photos \
+    zoo export --network faster_rcnn_fpn_resnet50 --format openvino --int8 --dataset coco \\
+        --data-root mydata --annotations mydata/labels.json --image-dir mydata/photos \\
         --output out/fpn
 """
 from zoo.jobs.export import FORMATS, ExportOptions, export
 from zoo.onnx import GRAPH_PREPROCESSING
 from zoo.cli.common import (KINDS, add_class_map_flag, add_coco_file_flags, add_data_threads_flag,
-                     add_progress_flag, network, nonnegative_int, options_from, positive_int)
+                            add_progress_flag, existing_folder, network, nonnegative_int,
+                            options_from, positive_int)
 
 __all__ = ["add_arguments", "run"]
 
@@ -56,7 +57,9 @@ def add_int8_flags(p):
                         "(post-processing stays fp32)")
     p.add_argument("--dataset", choices=KINDS, default="voc",
                    help="--int8: the calibration images' dataset format")
-    p.add_argument("--data-root", default=None, help="--int8: the calibration dataset folder")
+    p.add_argument("--data-root", type=existing_folder, default=None,
+                   help="--int8: the calibration dataset folder (not needed for --dataset coco "
+                        "with --annotations and --image-dir)")
     p.add_argument("--split", default="train",
                    help="--int8: split to calibrate on (not one you score on)")
     add_coco_file_flags(p, "--int8 --dataset coco")

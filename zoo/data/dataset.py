@@ -24,6 +24,10 @@ class DetectionDataset:
     source = None
     """What names the dataset in skip warnings (its list or annotation file); readers set it."""
 
+    category_ids = None
+    """The format's own category id of each class (a COCO file's), or None: a model trained
+    on the dataset records them (its config's ``category_ids``)."""
+
     def __init__(self, records, class_names, box_convention=CONTINUOUS):
         self.records = records
         self.class_names = list(class_names)

@@ -157,11 +157,14 @@ def crop(image, box):
 
 
 def detection_rows(found):
-    """The detections as JSON objects."""
-    return [{"class_id": int(label), "class_name": name, "score": round(float(score), 6),
-             "box": [round(float(v), 2) for v in box]}
-            for box, score, label, name in zip(found.boxes, found.scores, found.labels,
-                                               found.names)]
+    """The detections as JSON objects (with their COCO ``category_id`` where the detector
+    has COCO ids)."""
+    categories = ([{}] * len(found) if found.category_ids is None
+                  else [{"category_id": int(category)} for category in found.category_ids])
+    return [dict({"class_id": int(label), "class_name": name}, **category,
+                 score=round(float(score), 6), box=[round(float(v), 2) for v in box])
+            for box, score, label, name, category in zip(found.boxes, found.scores,
+                                                         found.labels, found.names, categories)]
 
 
 def write_text(path, text):
@@ -282,7 +285,8 @@ def write_results(options, detector, entries, skipped):
     """Write the results JSON; returns the :class:`DetectSummary`."""
     path = os.path.join(options.output, RESULTS_FILE)
     results = {"checkpoint": options.checkpoint, "threshold": options.threshold,
-               "class_names": list(detector.class_names), "images": entries,
+               "class_names": list(detector.class_names),
+               "category_ids": detector.category_ids, "images": entries,
                "skipped": [{"file": file, "error": reason} for file, reason in skipped]}
     write_text(path, json.dumps(results, indent=1))
     total = sum(len(entry["detections"]) for entry in entries)

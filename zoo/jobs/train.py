@@ -95,10 +95,13 @@ def train_config(options):
                        "artifact it starts from")
 
 
-def build_train_model(options, class_names):
-    """The model for the dataset's classes at the options' data shape."""
+def build_train_model(options, class_names, category_ids=None):
+    """The model for the dataset's classes (and their COCO category ids, a COCO file's; None
+    for a dataset without, whatever the config or the fine-tuned artifact held) at the
+    options' data shape."""
     config = train_config(options)
-    overrides = {"num_classes": len(class_names), "class_names": list(class_names)}
+    overrides = {"num_classes": len(class_names), "class_names": list(class_names),
+                 "category_ids": None if category_ids is None else list(category_ids)}
     if options.data_shape:
         overrides["data_shape"] = options.data_shape
     return build_model(config, pretrained_backbone=options.pretrained_backbone, **overrides)
@@ -112,7 +115,7 @@ def make_trainer(options, kvstore=None):
     train_set = data_split(options, options.train_split).open()
     check_batch_size(options, len(train_set), num_workers)
     val_set = open_val_set(options) if options.val_split and rank == 0 else None
-    model = build_train_model(options, train_set.class_names)
+    model = build_train_model(options, train_set.class_names, train_set.category_ids)
     LOG.info("%s", header_line(options, model, len(train_set)))
     transform = train_transform(model.preprocessing(), options.max_expand, options.crop)
     max_objects = max(1, max(len(r.class_ids) for r in train_set.records))
