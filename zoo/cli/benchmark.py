@@ -73,10 +73,11 @@ def add_arguments(p):
     p.add_argument("--profile", action="store_true",
                    help="also time each part of our graphs (backbone, FPN, RPN head, "
                         "proposals, ROIAlign, box head, NMS) at the first batch size")
+    # the help keeps a description's line breaks (and makes none): they are written here
     accuracy = p.add_argument_group(
-        "accuracy", "with --checkpoint and --compare all: score each deployment on a dataset "
-                    "split (as zoo eval does) and name what the fastest gives up; the "
-                    "OpenVINO int8 model is then calibrated on --calib-split's first images")
+        "accuracy", "with --checkpoint and --compare all: score each deployment on a dataset\n"
+                    "split (as zoo eval does) and name what the fastest gives up; the OpenVINO\n"
+                    "int8 model is then calibrated on --calib-split's first images")
     accuracy.add_argument("--data-root", default=None, help="dataset folder to score on")
     accuracy.add_argument("--dataset", choices=KINDS, default="voc", help="its format")
     accuracy.add_argument("--split", default="val", help="split to score on")
