@@ -34,8 +34,9 @@ COMMANDS = {
     "train": ("train", "train a detector on a dataset, or fine-tune an artifact (--init-from)"),
     "eval": ("eval", "score an artifact on a dataset split (VOC mAP, COCO AP)"),
     "demo": ("demo", "draw an artifact's detections on an image"),
-    "detect": ("detect", "run an artifact or ONNX file over files, folders, globs, lists and "
-                         "videos; write results JSON, pictures, crops"),
+    "detect": ("detect", "run an artifact or a deployed .onnx or .xml file over files, "
+                         "folders, globs, lists and videos; write results JSON, pictures, "
+                         "crops"),
     "quantize": ("quantize", "quantize an artifact to int8, calibrated on a dataset split"),
     "export": ("export", "write a deployable artifact from an artifact or a registered model"),
     "check": ("check", "validate model configs against their graphs and print a table"),

@@ -286,7 +286,7 @@ def write_results(options, detector, entries, skipped):
     path = os.path.join(options.output, RESULTS_FILE)
     results = {"checkpoint": options.checkpoint, "threshold": options.threshold,
                "class_names": list(detector.class_names),
-               "category_ids": detector.category_ids, "images": entries,
+               "category_ids": getattr(detector, "category_ids", None), "images": entries,
                "skipped": [{"file": file, "error": reason} for file, reason in skipped]}
     write_text(path, json.dumps(results, indent=1))
     total = sum(len(entry["detections"]) for entry in entries)
