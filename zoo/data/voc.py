@@ -62,10 +62,7 @@ class VOCDataset(DetectionDataset):
             ids, source = read_image_set(root, image_set), image_set_path(root, image_set)
         else:
             ids, source = list(image_set), root
-        names = list(class_names) if class_names is not None else default_class_names(root)
-        self.class_source = (None if class_names is not None
-                             else class_file_path(root) if os.path.isfile(class_file_path(root))
-                             else "annotations")
+        names, self.class_source = class_list(root, class_names)
         class_index = {name: index for index, name in enumerate(names)}
         self.source = source
         policy, self.frames = SkipPolicy(skip_bad, source), FramePolicy(source)
@@ -112,12 +109,20 @@ def class_file_path(root):
 def default_class_names(root):
     """The class names in ``root/classes.txt`` if present, else those the annotations of
     ``root/Annotations`` use (:func:`annotation_class_names`)."""
+    return class_list(root)[0]
+
+
+def class_list(root, class_names=None):
+    """``(names, source)``: ``class_names`` if given (source None), else ``classes.txt``'s
+    (source its path), else the annotations' (source ``"annotations"``)."""
+    if class_names is not None:
+        return list(class_names), None
     path = class_file_path(root)
     if os.path.isfile(path):
-        return read_class_names(path)
+        return read_class_names(path), path
     folder = os.path.join(root, "Annotations")
     stamp = os.stat(folder).st_mtime_ns if os.path.isdir(folder) else None
-    return list(annotation_class_names(root, stamp))
+    return list(annotation_class_names(root, stamp)), "annotations"
 
 
 @functools.lru_cache(maxsize=16)
