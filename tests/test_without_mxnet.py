@@ -312,6 +312,9 @@ def test_the_readme_deployment_runs_without_mxnet(deployment):
     assert ("output/shapes has no classes.txt: its 3 classes, read from its annotations in "
             "alphabetical order: circle, square, triangle" in evaluated["stderr"])
     assert "4 images of output/shapes/val, out/ssd-int8.xml" in evaluated["stdout"]
+    # The IR carries the export's COCO ids, which name the classes of a VOC folder's results.
+    with open(deployment / "out" / "ssd-int8-eval-val-detections.json") as stream:
+        assert sorted({row["category_id"] for row in json.load(stream)}) == CATEGORY_IDS
     assert "4 images, 12 detections, 0 skipped" in detected["stdout"]
     with open(deployment / "out" / "detect" / "results.json") as stream:
         results = json.load(stream)

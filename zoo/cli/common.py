@@ -14,8 +14,9 @@ from zoo.process import gpu_ids
 __all__ = ["HelpFormatter", "KINDS", "Parser", "add_batch_flag", "add_checkpoint_flags",
            "add_class_map_flag", "add_ctx_flag", "add_data_threads_flag", "add_dataset_flags",
            "add_exif_flag", "add_hidden_alias", "add_progress_flag", "comma_list", "ctx",
-           "existing_folder", "float_in", "fraction", "increasing", "network", "nonnegative_float", "nonnegative_int",
-           "options_from", "positive_float", "positive_int", "regex"]
+           "existing_folder", "float_in", "fraction", "increasing", "network",
+           "nonnegative_float", "nonnegative_int", "options_from", "positive_float",
+           "positive_int", "regex"]
 
 
 
