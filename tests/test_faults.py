@@ -75,6 +75,16 @@ def test_a_signal_stops_at_a_batch_boundary_with_the_checkpoint_intact(
     assert artifact.load(prefix, 1).epoch == 1 and artifact.load_optimizer_state(prefix, 1)
     assert not glob.glob(prefix + "*.tmp-*")
     assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == handlers
+    if signum == signal.SIGINT:
+        # After Ctrl-C, a new run there is refused naming the flag that continues it.
+        monkeypatch.undo()
+        assert main(train_argv(shapes, tmp_path)) == 1
+        assert error_line(capsys) == (
+            "zoo train: error: %s already holds checkpoints (%s-0001.json): pass --resume auto "
+            "to continue that run (or --resume PREFIX), or --overwrite to start a new one "
+            "there" % (tmp_path, NETWORK))
+        assert main(train_argv(shapes, tmp_path, epochs=2) + ["--resume", "auto"]) == 0
+        assert artifact.epochs(prefix) == [1, 2]
 
 
 def test_a_signal_before_any_checkpoint_says_so(tmp_path):

@@ -262,10 +262,12 @@ def test_a_missing_or_damaged_file_is_one_line(tmp_path):
 
 def test_without_onnxruntime_the_error_says_what_to_install(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "onnxruntime", None)
+    path = write_export(tmp_path / "toy.onnx")
     with pytest.raises(ImportError) as caught:
-        OnnxDetector(write_export(tmp_path / "toy.onnx"))
-    assert str(caught.value) == ("zoo.onnx.runtime needs onnxruntime: "
-                                 "pip install -e '.[onnx]' in the zoo's checkout")
+        OnnxDetector(path)
+    assert str(caught.value) == ("%s: a .onnx file runs on ONNX Runtime, which is not "
+                                 "installed: pip install -r requirements/onnxruntime.txt in the "
+                                 "zoo's checkout (no MXNet needed)" % path)
 
 
 def run_python(code, tmp_path):

@@ -226,13 +226,14 @@ print("went on")
                                      "format openvino (zoo quantize makes an MXNet int8 "
                                      "artifact)"),
     (["--format", "openvino", "--int8"], "int8 calibrates on images: give data_root (and "
-                                         "dataset, split)"),
-    (["--format", "openvino", "--data-root", "d"], "data_root d: only int8 calibrates on a "
+                                         "dataset, split), or a COCO split's annotations and "
+                                         "image_dir"),
+    (["--format", "openvino", "--data-root", "."], "data_root .: only int8 calibrates on a "
                                                    "dataset; add int8 or leave data_root out"),
     (["--format", "openvino", "--annotations", "a.json"], "annotations a.json: only int8 "
                                                           "calibrates on a dataset; add int8 "
                                                           "or leave annotations out"),
-    (["--format", "openvino", "--int8", "--data-root", "d", "--annotations", "a.json"],
+    (["--format", "openvino", "--int8", "--data-root", ".", "--annotations", "a.json"],
      "--annotations and --image-dir are for --dataset coco, not 'voc'"),
 ])
 def test_int8_export_flags_are_checked_in_one_line(flags, expected, tmp_path, capsys):

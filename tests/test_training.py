@@ -213,9 +213,9 @@ def test_a_used_output_folder_needs_resume_or_overwrite(tmp_path):
     train(tmp_path, epochs=3)
     with pytest.raises(OutputFolderInUse) as err:
         train(tmp_path, epochs=1)
-    assert str(err.value) == ("%s already holds checkpoints (%s-0001.json): pass --resume to "
-                              "continue that run or --overwrite to start a new one there"
-                              % (tmp_path, tiny_model().name))
+    assert str(err.value) == ("%s already holds checkpoints (%s-0001.json): pass --resume auto "
+                              "to continue that run (or --resume PREFIX), or --overwrite to "
+                              "start a new one there" % (tmp_path, tiny_model().name))
     train(tmp_path, epochs=1, overwrite=True)
     assert artifact.epochs(prefix_in(tmp_path)) == [1]
     with open(prefix_in(tmp_path) + "-log.csv") as stream:

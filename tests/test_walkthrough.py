@@ -1,6 +1,9 @@
 """The README's "Train on your own data" walkthrough, run as written (only the sizes made
 small) on COCO datasets laid out as a user's own: category ids that are not 1..N, large
-scattered image ids, a second dataset with other classes to fine-tune onto."""
+scattered image ids, a second dataset with other classes to fine-tune onto; then its
+Python, which scores the fine-tuned detector's own results with pycocotools."""
+import contextlib
+import io
 import json
 import os
 import re
@@ -14,13 +17,15 @@ import pytest
 from pycocotools.coco import COCO
 from pycocotools.cocoeval import COCOeval
 
+import zoo
 from zoo.data import VOCDataset
+from test_readme import section_code
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SMALL = {"--data-shape 192": "--data-shape 128", "--epochs 20": "--epochs 1",
          "--epochs 10": "--epochs 1", "--batch-size 8": "--batch-size 4"}
 BASE_CATEGORIES = {"circle": 42, "square": 7, "triangle": 3, "star": 11}
-TUNED_CATEGORIES = {"star": 9, "kite": 2}      # kite: the circles, under a new name
+TUNED_CATEGORIES = {"star": 9, "kite": 2, "square": 44}  # kite: the circles, renamed
 RENAMED = {"circle": "kite"}
 
 
@@ -83,7 +88,16 @@ def run(command, cwd):
                           capture_output=True, text=True, timeout=900)
 
 
-def test_the_readme_walkthrough_runs_as_written(workdir):
+def run_readme_python(workdir, monkeypatch):
+    """The section's Python, run in ``workdir``: its namespace."""
+    monkeypatch.chdir(workdir)
+    namespace = {}
+    with contextlib.redirect_stdout(io.StringIO()):
+        exec(compile(section_code("## Train on your own data"), "README.md", "exec"), namespace)
+    return namespace
+
+
+def test_the_readme_walkthrough_runs_as_written(workdir, monkeypatch):
     commands = walkthrough_commands()
     assert [c.split()[1] for c in commands] == ["train", "train", "eval", "detect", "export",
                                                 "detect", "quantize", "eval"]
@@ -99,7 +113,7 @@ def test_the_readme_walkthrough_runs_as_written(workdir):
     # The written detections carry the file's own ids and score what zoo eval saved.
     truth = COCO(str(workdir / "mydata2" / "annotations" / "val.json"))
     found = truth.loadRes(str(workdir / "runs" / "tuned" / "eval-val-detections.json"))
-    assert {row["category_id"] for row in found.dataset["annotations"]} <= {9, 2}
+    assert {row["category_id"] for row in found.dataset["annotations"]} <= {9, 2, 44}
     evaluator = COCOeval(truth, found, "bbox")
     evaluator.evaluate(), evaluator.accumulate(), evaluator.summarize()
     with open(workdir / "runs" / "tuned" / "eval-val.json") as stream:
@@ -119,3 +133,23 @@ def test_the_readme_walkthrough_runs_as_written(workdir):
         np.testing.assert_allclose(boxes[0], boxes[1], atol=0.05)
     with open(workdir / "runs" / "int8" / "eval-val.json") as stream:
         assert json.load(stream)["precision"]["dtype"] == "int8"
+    # Both trained artifacts record their file's ids; detect's results name them, as MXNet
+    # and as the ONNX export (whose metadata carries them).
+    assert zoo.artifact.load(str(workdir / "runs" / "base" / "ssd_mobilenetv2_stride8")) \
+        .category_ids == [3, 7, 11, 42]
+    for folder in ("detect", "detect-onnx"):
+        with open(workdir / "runs" / folder / "results.json") as stream:
+            results = json.load(stream)
+        assert results["category_ids"] == [2, 9, 44]
+        assert all(d["category_id"] == [2, 9, 44][d["class_id"]]
+                   for entry in results["images"] for d in entry["detections"])
+    # From Python: the detector's own results carry the file's ids, and pycocotools gives
+    # them the AP zoo eval printed.
+    namespace = run_readme_python(workdir, monkeypatch)
+    assert namespace["detector"].category_ids == [2, 9, 44]
+    assert namespace["detector"].class_names == ["kite", "star", "square"]
+    with open(workdir / "runs" / "tuned" / "python-val.json") as stream:
+        written = json.load(stream)
+    assert {row["category_id"] for row in written} == {2, 9, 44}
+    assert namespace["evaluator"].stats[0] == pytest.approx(saved["coco"]["AP"], abs=1e-4)
+    assert "COCO AP %.4f" % saved["coco"]["AP"] in evaluated.stdout

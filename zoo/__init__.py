@@ -20,7 +20,8 @@ LAZY = {
     # name: the submodule defining it
     "DetectionModel": "model", "build_model": "model", "get_model": "model",
     "load_config": "config", "get_config": "config", "list_models": "config",
-    "Detections": "inference.runner", "Detector": "inference.detector",
+    "Detections": "inference.runner", "write_coco_results": "inference.runner",
+    "Detector": "inference.detector",
     "load_detector": "inference.detector",
     "load_onnx_detector": "onnx.runtime", "load_openvino_detector": "onnx.openvino_runtime",
     "load_deployed_detector": "onnx.deployed",
@@ -29,7 +30,7 @@ LAZY = {
 __all__ = ["ConfigError", "DataError", "DetectionModel", "Detections", "Detector",
            "PretrainedNotFound", "__version__", "build_model", "get_config", "get_model",
            "list_models", "load_config", "load_deployed_detector", "load_detector",
-           "load_onnx_detector", "load_openvino_detector"]
+           "load_onnx_detector", "load_openvino_detector", "write_coco_results"]
 
 
 def __getattr__(name):

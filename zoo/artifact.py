@@ -10,10 +10,11 @@ The files of epoch N:
 - ``PREFIX-NNNN.states`` and ``PREFIX-NNNN.states.json`` (training only): the optimizer's
   arrays in MXNet's binary NDArray format and their structure and update counts;
 - ``PREFIX-NNNN.json``, written last: the format version, the zoo version, the fully
-  resolved config the model is rebuilt from, class names, preprocessing, precision, the
-  best validation record, the training options and the sha256 of the parameter file, of
-  the graph and of the class-name list (checked on loading; an artifact saved before the
-  class names had theirs loads unchecked, its names made safe wherever they name a file,
+  resolved config the model is rebuilt from, class names (and the COCO category ids of a
+  model trained on a COCO file, else null), preprocessing, precision, the best validation
+  record, the training options and the sha256 of the parameter file, of the graph and of
+  the class-name list (checked on loading; an artifact saved before the class names had
+  theirs loads unchecked, its names made safe wherever they name a file,
   :mod:`zoo.filenames`).
 
 An epoch without its JSON is incomplete and never loaded; each file is written to a
@@ -93,6 +94,12 @@ class Artifact:
     @property
     def class_names(self):
         return self.meta["class_names"]
+
+    @property
+    def category_ids(self):
+        """The COCO category id of each class (a model trained on a COCO file records the
+        file's), or None: COCO results then number the classes from 1."""
+        return self.meta.get("category_ids")
 
     @property
     def preprocessing(self):
@@ -188,6 +195,7 @@ def save(prefix, epoch, model, arg_params, aux_params, *, symbol=None, precision
         _save_optimizer_state(files, optimizer_state)
         meta = {"format": FORMAT_VERSION, "zoo_version": __version__, "epoch": epoch,
                 "config": config, "class_names": class_names(config),
+                "category_ids": config.get("category_ids"),
                 "preprocessing": preprocessing or model.preprocessing(), "precision": precision,
                 "best": best, "params_sha256": _sha256(files.params),
                 "class_names_sha256": names_sha256(class_names(config)),
@@ -356,6 +364,11 @@ def _is_names(value):
     return isinstance(value, list) and all(isinstance(name, str) for name in value)
 
 
+def _is_category_ids(value, names):
+    return value is None or (isinstance(value, list) and isinstance(names, list)
+                             and len(value) == len(names) and all(type(v) is int for v in value))
+
+
 def _check_meta(path, meta, epoch):
     """Refuse metadata whose fields have the wrong type (a hand-edited or damaged file)."""
     precision, best = meta["precision"], meta["best"] if "best" in meta else None
@@ -364,6 +377,8 @@ def _check_meta(path, meta, epoch):
         ("config", isinstance(meta["config"], dict), "an object"),
         ("class_names", _is_names(meta["class_names"]) and len(meta["class_names"]) > 0
          and not repeated(meta["class_names"]), "a list of class names, none repeated"),
+        ("category_ids", _is_category_ids(meta.get("category_ids"), meta["class_names"]),
+         "null or one integer per class name"),
         ("preprocessing", isinstance(meta["preprocessing"], dict)
          and {"mean", "std", "data_shape"} <= set(meta["preprocessing"]),
          "an object with mean, std and data_shape"),
@@ -506,6 +521,9 @@ def _stored_model(path, meta):
     if class_names(model.config) != meta["class_names"]:
         raise ArtifactError("%s: class_names %s are not its config's %s" % (
             path, _shorten(json.dumps(meta["class_names"])), class_names(model.config)))
+    if model.config.get("category_ids") != meta.get("category_ids"):
+        raise ArtifactError("%s: category_ids %s are not its config's %s" % (
+            path, json.dumps(meta.get("category_ids")), model.config.get("category_ids")))
     return model
 
 

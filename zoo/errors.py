@@ -22,8 +22,8 @@ def quoted(value):
     text = _QUOTE.repr(value)
     return text if len(text) <= QUOTE_LIMIT else text[:QUOTE_LIMIT - 3] + "..."
 
-__all__ = ["ConfigError", "DataError", "HealthWarning", "Interrupted", "OnnxModelError",
-           "OptionsError", "OutputLocked", "PretrainedNotFound"]
+__all__ = ["ConfigError", "DataError", "HealthWarning", "Interrupted", "MissingPackage",
+           "OnnxModelError", "OptionsError", "OutputLocked", "PretrainedNotFound"]
 
 
 class ConfigError(ValueError):
@@ -42,9 +42,11 @@ class PretrainedNotFound(FileNotFoundError):
 class DataError(ValueError):
     """A dataset file is missing or malformed; the message is one line naming the file
     (and line, where there is one) and what is wrong. ``skippable``: whether ``skip_bad``
-    (``--skip-bad``) would have skipped the image instead of stopping."""
+    (``--skip-bad``) would have skipped the image instead of stopping; ``skip_hint``: whether
+    the command line then says so (not where the message names a better way out)."""
 
     skippable = False
+    skip_hint = True
 
 
 class OptionsError(ValueError):
@@ -56,6 +58,12 @@ class OnnxModelError(ValueError):
     """A deployed file (an ONNX export, an OpenVINO IR) is missing, damaged or not a zoo
     export this zoo reads; the message is one line naming the file. Raised by
     :mod:`zoo.onnx.runtime` and :mod:`zoo.onnx.openvino_runtime` (which load no MXNet)."""
+
+
+class MissingPackage(ImportError):
+    """A package what was asked needs is not installed here (MXNet to train, ONNX Runtime for
+    a ``.onnx`` file, OpenVINO for a ``.xml`` one); the message is one line naming it and
+    how to install it."""
 
 
 class OutputLocked(RuntimeError):

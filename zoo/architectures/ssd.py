@@ -79,7 +79,9 @@ class SSD(Architecture):
         shapes = feature_shapes(spec, backbone, layers)
         return {"feature_layers": layers,
                 "feature_channels": [shape[1] for shape in shapes],
-                "steps": check_feature_maps(spec, [shape[2] for shape in shapes])}
+                "steps": check_feature_maps(spec, [shape[2] for shape in shapes],
+                                            lambda: smallest_shrinking_shape(spec, backbone,
+                                                                             layers))}
 
     def input_shapes(self, spec, batch_size=1):
         side = spec["data_shape"]
@@ -187,15 +189,43 @@ def check_fields(config):
                       % smallest[i - 1])
 
 
-def check_feature_maps(config, sizes):
-    """Feature maps must shrink strictly and anchor steps must tile the image."""
+SHAPE_STEP = 32
+"""The data shapes a refusal of shrinking maps suggests are multiples of this (the coarsest
+backbone stride), up to :data:`LARGEST_SUGGESTED`."""
+LARGEST_SUGGESTED = 2048
+
+
+def shrinking(sizes):
+    return all(b < a for a, b in zip(sizes, sizes[1:]))
+
+
+def smallest_shrinking_shape(spec, backbone, layers):
+    """The smallest data shape above ``spec``'s, a multiple of :data:`SHAPE_STEP`, at which
+    every feature map is smaller than the one before (a larger input only adds to each
+    map); None up to :data:`LARGEST_SUGGESTED`."""
+    first = (spec["data_shape"] // SHAPE_STEP + 1) * SHAPE_STEP
+    for side in range(first, LARGEST_SUGGESTED + 1, SHAPE_STEP):
+        bigger = spec.merged({"data_shape": side})
+        if shrinking([shape[2] for shape in feature_shapes(bigger, backbone, layers)]):
+            return side
+    return None
+
+
+def check_feature_maps(config, sizes, smallest=None):
+    """Feature maps must shrink strictly and anchor steps must tile the image. ``smallest``
+    gives the data shape from which the maps shrink (called only to say so when they do
+    not here)."""
     check = Checker(config)
     data_shape = config["data_shape"]
-    for i in range(1, len(sizes)):
-        check.require(sizes[i] < sizes[i - 1], "from_layers[%d]" % i, config["from_layers"][i],
-                      "a feature map smaller than the previous one (%dx%d), got %dx%d at data "
-                      "shape %d: strides must grow strictly"
-                      % (sizes[i - 1], sizes[i - 1], sizes[i], sizes[i], data_shape))
+    if not shrinking(sizes):
+        i = next(i for i in range(1, len(sizes)) if sizes[i] >= sizes[i - 1])
+        side = smallest() if smallest else None
+        check.fail("from_layers[%d]" % i, config["from_layers"][i],
+                   "a feature map smaller than the previous one (%dx%d), got %dx%d at data "
+                   "shape %d: strides must grow strictly%s"
+                   % (sizes[i - 1], sizes[i - 1], sizes[i], sizes[i], data_shape,
+                      "; data shapes from %d up work (e.g. --data-shape %d)"
+                      % (side, side) if side else ""))
     steps = config.get("steps")
     if steps is None:
         return [-1] * len(sizes)

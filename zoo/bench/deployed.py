@@ -4,14 +4,22 @@ exported to ONNX on ONNX Runtime and as an OpenVINO IR, and that IR quantized to
 images when the benchmark also scores accuracy, :mod:`zoo.bench.accuracy`). Each runs in
 its own process, started fresh (``spawn``) and loading no MXNet: OpenVINO's, ONNX
 Runtime's and MXNet's thread pools slow each other down in one process.
+
+``zoo benchmark --checkpoint FILE.onnx|FILE.xml`` times a deployed file alone, in this
+process (:func:`benchmark_file`), where MXNet need not be installed.
 """
 import multiprocessing
 import os
 from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
 
-from zoo.bench.timing import median_seconds
+import numpy as np
 
-__all__ = ["DEPLOYED_SIDES", "deployed_graphs", "isolated_latency"]
+from zoo.bench.timing import environment, machine_line, median_seconds, print_line
+from zoo.schema.preprocessing import canvas_size
+
+__all__ = ["DEPLOYED_SIDES", "FileTiming", "benchmark_file", "deployed_graphs",
+           "isolated_latency", "random_batch"]
 
 DEPLOYED_SIDES = ("onnxruntime fp32", "openvino fp32", "openvino int8")
 """The subjects' sides, as the benchmark's tables name them: runtime and precision."""
@@ -67,3 +75,45 @@ def session(path):
     request = shared_core().compile_model(path, "CPU", compile_config(None)) \
         .create_infer_request()
     return request.infer
+
+
+@dataclass(frozen=True)
+class FileTiming:
+    """The speed of a deployed file at one batch size: the median seconds of the graph's
+    pass on a random batch, and the images per second that makes."""
+    batch_size: int
+    latency_s: float
+    images_per_s: float
+
+
+def random_batch(preprocessing, batch_size, seed=0):
+    """A normalised random input batch (B, 3, H, W) of the size the file's preprocessing
+    makes: its ``data_shape`` (a Faster R-CNN's reference input ``data_shape x max_size``,
+    on its canvas)."""
+    height, width = preprocessing["data_shape"]
+    if preprocessing.get("resize") == "short_side":
+        height, width = canvas_size([(height, width)], preprocessing["size_divisor"])
+    shape = (batch_size, 3, height, width)
+    return np.random.RandomState(seed).uniform(-1, 1, shape).astype(np.float32)
+
+
+def benchmark_file(options, log=print_line):
+    """Time the deployed file ``options.checkpoint`` (a :class:`zoo.bench.options.
+    BenchmarkOptions`) on its runtime with the runtime's default threads: the graph's pass
+    on a random batch at each of ``batch_sizes``, after ``warmup`` passes, the median of
+    ``runs``. Loads no MXNet. Each line goes to ``log`` as it is measured; returns the
+    :class:`FileTiming` of each batch size."""
+    from zoo.jobs.deployed import load_deployed
+    loaded = load_deployed(options.checkpoint)
+    engine = loaded.detector.engine()
+    name = "%s (%s %s)" % (options.checkpoint, loaded.runtime, loaded.precision["dtype"])
+    log(machine_line(environment("OMP_NUM_THREADS")))
+    timings = []
+    for batch_size in options.batch_sizes:
+        data = random_batch(loaded.detector.preprocessing, batch_size)
+        latency = median_seconds(lambda: engine.fetch(engine.launch(data, None)), options.runs,
+                                 options.warmup)
+        timings.append(FileTiming(batch_size, latency, batch_size / latency))
+        log("%s %dx%d: batch %2d %9.4f s/batch %9.2f img/s" % (
+            name, data.shape[2], data.shape[3], batch_size, latency, batch_size / latency))
+    return timings

@@ -28,12 +28,11 @@ import numpy as np
 from zoo import artifact
 from zoo.predictor import Predictor
 from zoo.errors import OptionsError
+from zoo.bench.options import COMPARISONS, DTYPES, BenchmarkOptions
 from zoo.bench.accuracy import calibration_batches, format_cost, format_score, score
 from zoo.bench.flops import count_flops
 from zoo.bench.timing import Stopwatch, median_seconds, print_line
 from zoo.inference.quantization import quantize
-from zoo.config.registry import unknown_network
-from zoo.onnx.deployed import is_deployed
 from zoo.model import get_model
 from zoo.bench.profile import PartProfile, format_profile, part_gflops, profile_graph
 
@@ -59,78 +58,6 @@ GLUONCV_MODELS = {
     "faster_rcnn_resnet50_gluoncv_coco": ("faster_rcnn_resnet50_v1b_coco",),
     "faster_rcnn_fpn_resnet50_gluoncv_coco": ("faster_rcnn_fpn_resnet50_v1b_coco",),
 }
-DTYPES = ("fp32", "int8")
-COMPARISONS = ("gluoncv", "onnxruntime", "openvino", "all")
-
-
-@dataclass(frozen=True)
-class BenchmarkOptions:
-    """What to time: a registered ``network`` (built fresh, in each of ``dtypes``) or a saved
-    ``checkpoint`` (run as saved, with its own graph, parameters and data shape)."""
-    network: Optional[str] = None
-    checkpoint: Optional[str] = None
-    epoch: Optional[int] = None          # of the checkpoint; None: its best, else newest
-    data_shape: Optional[int] = None     # None: the config's
-    max_size: Optional[int] = None       # a Faster R-CNN's long side; None: the config's
-    dtypes: Tuple[str, ...] = ("fp32",)
-    batch_sizes: Tuple[int, ...] = (1,)
-    runs: int = 5                        # timed runs; the median is reported
-    warmup: int = 2
-    compare: Optional[str] = None        # one of COMPARISONS or None
-    num_classes: int = 20                # VOC's 20, as GluonCV's models
-    plot: Optional[str] = None           # PNG of images/s against batch size
-    profile: bool = False                # time each part of our graphs too
-    # compare all on a trained checkpoint: also score each deployment on this dataset split
-    # (zoo.bench.accuracy), its int8 calibrated on the first calib_images of calib_split
-    data_root: Optional[str] = None
-    dataset: str = "voc"
-    split: str = "val"
-    calib_split: str = "train"           # not the scored split: no image scored calibrates
-    annotations: Optional[str] = None    # coco: the annotation file ({split}: the split)
-    image_dir: Optional[str] = None      # coco: the image folder ({split}: the split)
-    calib_images: int = 32
-
-    def __post_init__(self):
-        if (self.network is None) == (self.checkpoint is None):
-            raise OptionsError("give either a network or a checkpoint, not %s"
-                             % ("both" if self.network else "neither"))
-        if self.checkpoint is not None and is_deployed(self.checkpoint):
-            raise OptionsError("checkpoint %s is a deployed file: zoo benchmark times an "
-                               "artifact (give its prefix; --compare all also times it on "
-                               "ONNX Runtime and OpenVINO); zoo eval scores a deployed file"
-                               % self.checkpoint)
-        if self.network is not None and unknown_network(self.network):
-            raise OptionsError(unknown_network(self.network))
-        if not self.dtypes or set(self.dtypes) - set(DTYPES):
-            raise OptionsError("dtypes must be a non-empty subset of %s, got %s"
-                             % (", ".join(DTYPES), ",".join(self.dtypes)))
-        if not self.batch_sizes or min(self.batch_sizes) < 1 or self.runs < 1:
-            raise OptionsError("batch sizes and runs must be at least 1")
-        if self.warmup < 0:
-            raise OptionsError("warmup must be >= 0, got %d" % self.warmup)
-        if self.compare not in (None,) + COMPARISONS:
-            raise OptionsError("compare must be one of %s, got %r"
-                             % (", ".join(COMPARISONS), self.compare))
-        if self.checkpoint and (self.data_shape or self.max_size
-                                or tuple(self.dtypes) != ("fp32",)):
-            raise OptionsError("a checkpoint runs as saved: no data shape, max size or dtypes "
-                               "with it")
-        if self.data_root and (self.compare != "all" or not self.checkpoint):
-            raise OptionsError("a dataset scores each deployment of a trained model: give "
-                               "it with --checkpoint and --compare all")
-        if self.calib_images < 1:
-            raise OptionsError("calib_images must be at least 1, got %d" % self.calib_images)
-
-    def data_split(self, split=None):
-        """The :class:`zoo.jobs.datasets.DataSplit` accuracy is measured on (or ``split`` of
-        the same dataset), or None without a dataset."""
-        from zoo.jobs.datasets import DataSplit
-        if not self.data_root:
-            return None
-        return DataSplit(self.dataset, self.data_root, split or self.split,
-                         annotations=self.annotations, image_dir=self.image_dir)
-
-
 @dataclass(frozen=True)
 class Subject:
     """One graph to time: ``run(batch_size)`` returns a callable that runs one batch."""

@@ -22,6 +22,7 @@ Anything else is a bug and keeps its traceback.
 import contextlib
 import importlib
 import logging
+import re
 import signal
 import sys
 import warnings
@@ -36,8 +37,9 @@ COMMANDS = {
     "train": ("train", "train a detector on a dataset, or fine-tune an artifact (--init-from)"),
     "eval": ("eval", "score an artifact on a dataset split (VOC mAP, COCO AP)"),
     "demo": ("demo", "draw an artifact's detections on an image"),
-    "detect": ("detect", "run an artifact or ONNX file over files, folders, globs, lists and "
-                         "videos; write results JSON, pictures, crops"),
+    "detect": ("detect", "run an artifact or a deployed .onnx or .xml file over files, "
+                         "folders, globs, lists and videos; write results JSON, pictures, "
+                         "crops"),
     "quantize": ("quantize", "quantize an artifact to int8, calibrated on a dataset split"),
     "export": ("export", "write a deployable artifact from an artifact or a registered model"),
     "check": ("check", "validate model configs against their graphs and print a table"),
@@ -65,18 +67,23 @@ COMMANDS = {
 }
 
 
+MODULE_ERRORS = (("zoo.artifact", "ArtifactError"), ("zoo.distributed.cluster", "ClusterError"),
+                 ("zoo.engine.trainer", "TrainingError"),
+                 ("zoo.gluoncv.common", "GluonCVImportError"))
+"""The user errors modules define beside :mod:`zoo.errors`': (module, name)."""
+
+
 def user_errors():
     """The exceptions that mean the user asked for something wrong (not a bug): reported
-    in one line, no traceback."""
-    from zoo.artifact import ArtifactError
-    from zoo.distributed.cluster import ClusterError
-    from zoo.engine.trainer import TrainingError
-    from zoo.errors import (ConfigError, DataError, Interrupted, OnnxModelError, OptionsError,
-                            OutputLocked)
-    from zoo.gluoncv.common import GluonCVImportError
-    return (ConfigError, DataError, ArtifactError, FileNotFoundError, TrainingError,
-            ClusterError, OptionsError, GluonCVImportError, OutputLocked, OnnxModelError,
-            Interrupted)
+    in one line, no traceback. Those of :data:`MODULE_ERRORS` whose module this process has
+    not imported cannot have been raised and are left out: importing them would load MXNet,
+    which a deployment has none of."""
+    from zoo.errors import (ConfigError, DataError, Interrupted, MissingPackage, OnnxModelError,
+                            OptionsError, OutputLocked)
+    loaded = tuple(getattr(sys.modules[module], name) for module, name in MODULE_ERRORS
+                   if module in sys.modules)
+    return (ConfigError, DataError, FileNotFoundError, OptionsError, OutputLocked,
+            MissingPackage, OnnxModelError, Interrupted) + loaded
 
 
 def build_parser(command=None):
@@ -91,9 +98,19 @@ def build_parser(command=None):
             commands.add_parser(name, help=summary, description=summary)
             continue
         module = command_module(name)
-        module.add_arguments(commands.add_parser(name, help=summary, description=module.__doc__,
+        module.add_arguments(commands.add_parser(name, help=summary,
+                                                 description=help_text(module.__doc__),
                                                  formatter_class=HelpFormatter))
     return parser
+
+
+MARKUP = re.compile(r":(?:mod|class|func|meth|attr|data):`~?([^`]+)`")
+
+
+def help_text(docstring):
+    """A command module's docstring as ``--help`` shows it: its reStructuredText roles and
+    literals as plain text (``:mod:`zoo.x``` as ``zoo.x``), line breaks kept."""
+    return MARKUP.sub(r"\1", docstring).replace("``", "")
 
 
 def command_module(name):
@@ -111,6 +128,16 @@ def main(argv=None):
         print("zoo%s: error: %s" % (" " + command if command in COMMANDS else "", problem),
               file=sys.stderr)
         return 1
+    try:
+        return _main(argv, command)
+    except ModuleNotFoundError as err:
+        # A command module imports what it needs: MXNet's are refused here in one line.
+        if (err.name or "").partition(".")[0] not in TRAINING_STACK:
+            raise
+        return report(command, missing_training_stack(err, command), 1)
+
+
+def _main(argv, command):
     parser = build_parser(command if command in COMMANDS else None)
     args, unknown = parser.parse_known_args(argv)
     if unknown and args.command in COMMANDS and hasattr(command_module(args.command),
@@ -149,14 +176,29 @@ def environment_problem():
     return None
 
 
+TRAINING_STACK = ("mxnet", "gluoncv")
+"""What a deployment installs without (``requirements/deploy.txt``): a command or a
+checkpoint that needs them is refused in one line."""
+
+
+def missing_training_stack(err, command):
+    """The line refusing ``command`` where MXNet (or GluonCV) is not installed."""
+    return ("needs %s, which is not installed here (No module named %r): install the zoo with "
+            "its dependencies (pip install . in its checkout); without MXNet, zoo detect, "
+            "zoo eval and zoo benchmark run deployed .onnx and .xml files"
+            % ("MXNet" if err.name.startswith("mxnet") else "GluonCV", err.name))
+
+
 SKIP_HINT = "; --skip-bad skips such an image with a warning"
 
 
 def skip_hint(err, args):
     """:data:`SKIP_HINT` for an error ``--skip-bad`` would have skipped (marked
-    ``skippable`` where it is raised) on a command that has the flag unset, else ``""``."""
+    ``skippable`` where it is raised, and not ``skip_hint = False``: its message names a
+    better way out) on a command that has the flag unset, else ``""``."""
     unset = getattr(args, "skip_bad", None) is False
-    return SKIP_HINT if getattr(err, "skippable", False) and unset else ""
+    hinted = getattr(err, "skippable", False) and getattr(err, "skip_hint", True)
+    return SKIP_HINT if hinted and unset else ""
 
 
 @contextlib.contextmanager

@@ -2,7 +2,8 @@
 int8, optionally beside the closest GluonCV models or its fp32 graph on ONNX Runtime or
 OpenVINO, or (``--compare all``) every deployment of ours beside GluonCV's fp32 and int8,
 ending with the fastest; and with a profile of where the time goes (see
-:mod:`zoo.bench.inference`).
+:mod:`zoo.bench.inference`). A deployed ``.onnx`` or ``.xml`` file is timed alone on its
+runtime, without MXNet.
 
 Examples:
     zoo benchmark --network ssd_resnet50 --dtypes fp32,int8 --compare gluoncv
@@ -15,10 +16,11 @@ Examples:
         --batch-sizes 1,2,4,8 --plot throughput.png
     zoo benchmark --checkpoint output/train/ssd_mobilenetv2_stride8 --compare all \\
         --batch-sizes 1,4 --data-root output/shapes --split val
+    zoo benchmark --checkpoint out/ssd-int8.xml --batch-sizes 1,4
 """
 import argparse
 
-from zoo.bench.inference import COMPARISONS, DTYPES, BenchmarkOptions, benchmark
+from zoo.bench.options import COMPARISONS, DTYPES, BenchmarkOptions
 from zoo.config.registry import list_models
 from zoo.cli.common import KINDS, comma_list, nonnegative_int, options_from, positive_int
 
@@ -38,7 +40,8 @@ def add_arguments(p):
                              % ", ".join(list_models()))
     source.add_argument("--checkpoint", metavar="PREFIX",
                         help="artifact prefix (fp32 or int8), run with its own graph, "
-                             "parameters and data shape")
+                             "parameters and data shape; or a deployed .onnx or .xml file, "
+                             "timed alone on ONNX Runtime or OpenVINO (no MXNet needed)")
     p.add_argument("--epoch", type=nonnegative_int, default=None,
                    help="epoch of --checkpoint (default: the best validated one, else the "
                         "newest)")
@@ -70,10 +73,11 @@ def add_arguments(p):
     p.add_argument("--profile", action="store_true",
                    help="also time each part of our graphs (backbone, FPN, RPN head, "
                         "proposals, ROIAlign, box head, NMS) at the first batch size")
+    # the help keeps a description's line breaks (and makes none): they are written here
     accuracy = p.add_argument_group(
-        "accuracy", "with --checkpoint and --compare all: score each deployment on a dataset "
-                    "split (as zoo eval does) and name what the fastest gives up; the "
-                    "OpenVINO int8 model is then calibrated on --calib-split's first images")
+        "accuracy", "with --checkpoint and --compare all: score each deployment on a dataset\n"
+                    "split (as zoo eval does) and name what the fastest gives up; the OpenVINO\n"
+                    "int8 model is then calibrated on --calib-split's first images")
     accuracy.add_argument("--data-root", default=None, help="dataset folder to score on")
     accuracy.add_argument("--dataset", choices=KINDS, default="voc", help="its format")
     accuracy.add_argument("--split", default="val", help="split to score on")
@@ -88,5 +92,11 @@ def add_arguments(p):
 
 
 def run(args):
-    benchmark(options_from(BenchmarkOptions, args))
+    options = options_from(BenchmarkOptions, args)
+    if options.deployed:
+        from zoo.bench.deployed import benchmark_file
+        benchmark_file(options)
+    else:
+        from zoo.bench.inference import benchmark  # MXNet's
+        benchmark(options)
     return 0

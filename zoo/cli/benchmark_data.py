@@ -1,6 +1,8 @@
 """``zoo benchmark-data``: throughput of the SSD training data pipeline alone, ours beside
 GluonCV's DataLoader, on the same JPEGs with the same workers (see
-:mod:`zoo.bench.data`).
+:mod:`zoo.bench.data`). ``--dataset embedded`` generates ``--num-images`` JPEGs of
+``--image-size`` into ``--data-root`` (default ``output/shapes_<image-size>``);
+``--data-threads`` is our loader's threads and GluonCV's worker processes.
 
 Example:
     zoo benchmark-data --data-shape 512 --batch-size 32 --data-threads 2
@@ -16,10 +18,6 @@ def add_arguments(p):
     add_dataset_flags(p, {"--split": ("train", "split to read")})
     # Generating the embedded set into another size's folder would replace that dataset.
     p.set_defaults(data_root=None)
-    p.description = ("%s; --dataset embedded generates --num-images JPEGs of --image-size "
-                     "into --data-root (default output/shapes_<image-size>); --data-threads "
-                     "is our loader's threads and GluonCV's worker processes"
-                     % p.description)
     add_hidden_alias(p, "--num-workers", "data_threads", type=positive_int)
     p.add_argument("--image-size", type=positive_int, default=448,
                    help="embedded only: side of the generated square JPEGs; 448x448 is about "

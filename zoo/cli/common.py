@@ -14,8 +14,9 @@ from zoo.process import gpu_ids
 __all__ = ["HelpFormatter", "KINDS", "Parser", "add_batch_flag", "add_checkpoint_flags",
            "add_class_map_flag", "add_ctx_flag", "add_data_threads_flag", "add_dataset_flags",
            "add_exif_flag", "add_hidden_alias", "add_progress_flag", "comma_list", "ctx",
-           "float_in", "fraction", "increasing", "network", "nonnegative_float", "nonnegative_int",
-           "options_from", "positive_float", "positive_int", "regex"]
+           "existing_folder", "float_in", "fraction", "increasing", "network",
+           "nonnegative_float", "nonnegative_int", "options_from", "positive_float",
+           "positive_int", "regex"]
 
 
 
@@ -104,6 +105,14 @@ def increasing(list_type):
     return parse
 
 
+def existing_folder(value):
+    """A folder that exists."""
+    if not os.path.isdir(value):
+        raise argparse.ArgumentTypeError("must be an existing folder, got %r (%s)" % (
+            value, "a file" if os.path.exists(value) else "no such folder"))
+    return value
+
+
 def regex(value):
     """A regular expression, compiled here only to reject a broken one; kept as text."""
     try:
@@ -149,15 +158,19 @@ def add_checkpoint_flags(parser, what, epoch_default="the best validated one, el
                         help="epoch to load (default: %s)" % epoch_default)
 
 
-def add_dataset_flags(parser, splits, root_required=False):
+def add_dataset_flags(parser, splits, named=False):
     """``--dataset``, ``--data-root``, one flag per entry of ``splits`` (flag -> (default,
-    help)), ``--skip-bad`` and ``--data-threads``."""
-    # Reading commands name their data; only training may generate the embedded set.
-    parser.add_argument("--dataset", choices=KINDS, default="voc" if root_required else "embedded",
+    help)), ``--skip-bad`` and ``--data-threads``. ``named``: a command reading a dataset
+    the user names (not training, which may generate the embedded one): ``--data-root`` has
+    no default and must be an existing folder, needed unless a COCO split names its
+    --annotations and --image-dir (:func:`zoo.data.factory.needs_root`)."""
+    parser.add_argument("--dataset", choices=KINDS, default="voc" if named else "embedded",
                         help="dataset format ('embedded' generates the shapes dataset into "
                              "--data-root first)")
-    if root_required:
-        parser.add_argument("--data-root", required=True, help="dataset folder")
+    if named:
+        parser.add_argument("--data-root", type=existing_folder, default=None,
+                            help="dataset folder (needed unless --dataset coco names its "
+                                 "--annotations and --image-dir)")
     else:
         parser.add_argument("--data-root", default=os.path.join("output", "shapes"),
                             help="dataset folder")

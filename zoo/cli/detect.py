@@ -1,18 +1,20 @@
-"""``zoo detect``: run an artifact (fp32, int8), an exported ``.onnx`` file or an OpenVINO
-``.xml`` over files, folders, globs, list files and videos; write a results JSON, drawn
-pictures and, if asked, crops per class and text files.
+"""``zoo detect``: run an artifact (fp32, int8, on MXNet), an exported ``.onnx`` file (on
+ONNX Runtime) or an OpenVINO ``.xml`` file (on OpenVINO) over files, folders, globs, list
+files and videos; write a results JSON, drawn pictures and, if asked, crops per class and
+text files. Deployed files need no MXNet.
 
-Under --output: results.json (every picture's detections; every file not detected on, and
-why), results.jsonl (a line per picture as it finishes), pictures/NAME.EXT, with --crops
-crops/CLASS/NAME_K.EXT, with --txt labels/NAME.txt. NAME and CLASS are the input's and the
-class's names made safe file names: nothing is written outside --output. An --output that
-holds files already is refused unless --exist-ok; no input is read from inside it.
-Ctrl-C or SIGTERM stops after the images being detected, results.json written for those
-(exit 130 or 143).
+Under --output: results.json (every picture's detections, with their COCO category ids for
+a model trained on a COCO file; every file not detected on, and why), results.jsonl (a line
+per picture as it finishes), pictures/NAME.EXT, with --crops crops/CLASS/NAME_K.EXT, with
+--txt labels/NAME.txt. NAME and CLASS are the input's and the class's names made safe file
+names: nothing is written outside --output. An --output that holds files already is
+refused unless --exist-ok; no input is read from inside it. Ctrl-C or SIGTERM stops after
+the images being detected, results.json written for those (exit 130 or 143).
 
 Examples:
     zoo detect --checkpoint output/train/ssd_mobilenetv2 photos/ --output output/detect
     zoo detect --checkpoint model.onnx 'photos/**/*.jpg' --recursive --crops --classes bird
+    zoo detect --checkpoint out/ssd-int8.xml photos/ --no-pictures
     zoo detect --checkpoint output/int8/ssd --list todo.txt clip.mp4 --every 10 --txt
     zoo detect --checkpoint model.xml photos/ --output output/detect --exist-ok
 """
@@ -26,8 +28,8 @@ DEFAULTS = DetectOptions(checkpoint="", inputs=("",))
 
 
 def add_arguments(p):
-    add_checkpoint_flags(p, "artifact prefix (fp32, or int8 from `zoo quantize`), an "
-                            "exported .onnx file or an OpenVINO .xml file")
+    add_checkpoint_flags(p, "artifact prefix (fp32, or int8 from `zoo quantize`), or a "
+                            "PREFIX.onnx or PREFIX.xml (OpenVINO) file from `zoo export`")
     p.add_argument("inputs", nargs="*", metavar="INPUT",
                    help="image or video files, folders, globs (quote them: the zoo expands "
                         "them) or @FILE listing inputs one a line")

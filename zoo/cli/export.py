@@ -17,7 +17,8 @@ Examples:
 from zoo.jobs.export import FORMATS, ExportOptions, export
 from zoo.onnx import GRAPH_PREPROCESSING
 from zoo.cli.common import (KINDS, add_class_map_flag, add_coco_file_flags, add_data_threads_flag,
-                     add_progress_flag, network, nonnegative_int, options_from, positive_int)
+                            add_progress_flag, existing_folder, network, nonnegative_int,
+                            options_from, positive_int)
 
 __all__ = ["add_arguments", "run"]
 
@@ -60,7 +61,9 @@ def add_int8_flags(p):
                         "(post-processing stays fp32)")
     p.add_argument("--dataset", choices=KINDS, default="voc",
                    help="--int8: the calibration images' dataset format")
-    p.add_argument("--data-root", default=None, help="--int8: the calibration dataset folder")
+    p.add_argument("--data-root", type=existing_folder, default=None,
+                   help="--int8: the calibration dataset folder (not needed for --dataset coco "
+                        "with --annotations and --image-dir)")
     p.add_argument("--split", default="train",
                    help="--int8: split to calibrate on (not one you score on)")
     add_coco_file_flags(p, "--int8 --dataset coco")

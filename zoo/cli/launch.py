@@ -7,7 +7,7 @@ Two workers and one server on this machine:
 Across hosts (one host or user@host per line; the scheduler runs here), e.g. the test hosts
 of tools/testhosts.py:
     zoo launch -n 4 -s 2 -H hosts.txt -- zoo train ... --kv-store dist_sync
-    zoo launch -n 2 -H /tmp/zoo-testhosts/hosts.txt --ssh-config /tmp/zoo-testhosts/ssh_config \
+    zoo launch -n 2 -H /tmp/zoo-testhosts/hosts.txt --ssh-config /tmp/zoo-testhosts/ssh_config \\
         -- zoo train ... --kv-store dist_sync
 """
 import argparse

@@ -17,7 +17,7 @@ __all__ = ["add_arguments", "run"]
 def add_arguments(p):
     add_checkpoint_flags(p, "fp32 artifact prefix")
     add_dataset_flags(p, {"--split": ("train", "split whose first images calibrate (not the "
-                                               "one you evaluate on)")}, root_required=True)
+                                               "one you evaluate on)")}, named=True)
     p.add_argument("--calib-mode", choices=CALIB_MODES, default="naive",
                    help="naive: observed min/max; entropy: KL-optimal thresholds")
     p.add_argument("--calib-batches", type=positive_int, default=5,

@@ -13,7 +13,6 @@ import os
 
 import yaml
 
-from zoo.architectures import ARCHITECTURES
 from zoo.config import reader
 from zoo.errors import ConfigError
 from zoo.schema.fields import COMMON
@@ -192,6 +191,9 @@ def resolve(raw, overrides=None):
 
 
 def _architecture(name, arch):
+    # The architectures build MXNet graphs: imported when a config is resolved, so that
+    # listing the registered models (zoo benchmark's --help) needs no MXNet.
+    from zoo.architectures import ARCHITECTURES
     COMMON["arch"].check({"name": name, "arch": arch})
     return ARCHITECTURES[arch]
 

@@ -27,6 +27,10 @@ class DetectionDataset:
     """How many images the source lists; with ``skip_bad`` the bad ones are not among
     ``records``. Readers set it (None: as many as ``records``, see :meth:`dropped`)."""
 
+    category_ids = None
+    """The format's own category id of each class (a COCO file's), or None: a model trained
+    on the dataset records them (its config's ``category_ids``)."""
+
     def __init__(self, records, class_names, box_convention=CONTINUOUS):
         self.records = records
         self.class_names = list(class_names)

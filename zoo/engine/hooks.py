@@ -16,6 +16,7 @@ from zoo.errors import DataError
 from zoo.inference.evaluation import evaluate_voc
 from zoo.engine import module_adapter
 from zoo.engine.trainer import OutputFolderInUse, TrainingDiverged, TrainingError
+from zoo.progress import progress_bar
 
 __all__ = ["CSVLog", "Checkpointer", "DivergenceCheck", "Hook", "LOG", "ProgressBar",
            "StatisticsAveraging", "Validation", "default_hooks", "last_checkpoint_note"]
@@ -203,8 +204,9 @@ class Checkpointer(Hook):
         found = sorted(glob.glob(os.path.join(glob.escape(folder), "*-[0-9][0-9][0-9][0-9].json")))
         if found and not self.overwrite:
             raise OutputFolderInUse(
-                "%s already holds checkpoints (%s): pass --resume to continue that run or "
-                "--overwrite to start a new one there" % (folder, os.path.basename(found[0])))
+                "%s already holds checkpoints (%s): pass --resume auto to continue that run "
+                "(or --resume PREFIX), or --overwrite to start a new one there"
+                % (folder, os.path.basename(found[0])))
         self._remove_all_epochs()
 
     def _remove_all_epochs(self):
@@ -271,9 +273,8 @@ class ProgressBar(Hook):
         self.bar, self.totals, self.start = None, None, None
 
     def before_epoch(self, trainer, epoch):
-        from tqdm import tqdm
-        self.bar = tqdm(total=len(trainer.loader), unit="batch", leave=False,
-                        desc="epoch %d/%d" % (epoch + 1, trainer.options.epochs))
+        self.bar = progress_bar(total=len(trainer.loader), unit="batch", leave=False,
+                                desc="epoch %d/%d" % (epoch + 1, trainer.options.epochs))
         self.totals, self.start = dict.fromkeys(trainer.model.loss_names, 0.0), time.time()
 
     def after_step(self, trainer, epoch, batch_index, losses):

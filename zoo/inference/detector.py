@@ -51,14 +51,16 @@ class Detector(BatchDetector):
     the model's inference graph, fused for deployment. ``class_names`` name the
     labels; by default the config's, else the class ids as strings.
     ``preprocessing`` makes the graph's inputs (an artifact's, which may predate the
-    model's own); by default the model's. ``exif``: ``"apply"`` (the default) turns a
+    model's own); by default the model's. ``category_ids``: each class's COCO category id
+    (:attr:`Detections.category_ids`); by default the config's (a model trained on a COCO
+    file has the file's), else None. ``exif``: ``"apply"`` (the default) turns a
     photo file as its EXIF orientation says, so boxes are in the frame a viewer shows;
     ``"ignore"`` keeps the stored pixels (:attr:`Detections.frame` says which). One call
     at a time: the bound executors are shared by calls.
     """
 
     def __init__(self, model, arg_params, aux_params, *, symbol=None, class_names=None,
-                 ctx=None, preprocessing=None, exif="apply"):
+                 ctx=None, preprocessing=None, exif="apply", category_ids=None):
         symbol = fuse(model.symbol()) if symbol is None else symbol
         if len(symbol.list_outputs()) != 1:
             raise ValueError("a detection graph has one output (B, N, 6), this one has %s"
@@ -66,7 +68,9 @@ class Detector(BatchDetector):
         self.model = model
         self.predictor = Predictor(symbol, arg_params, aux_params, ctx)
         super().__init__(class_names or default_class_names(model.config),
-                         preprocessing or model.preprocessing(), exif)
+                         preprocessing or model.preprocessing(), exif,
+                         model.config.get("category_ids") if category_ids is None
+                         else category_ids)
 
     @classmethod
     def from_model(cls, model, ctx=None, exif="apply"):
@@ -80,7 +84,8 @@ class Detector(BatchDetector):
         """The detector of a loaded :class:`zoo.artifact.Artifact`, running its own graph."""
         return cls(artifact.model, artifact.arg_params, artifact.aux_params,
                    symbol=artifact.symbol, class_names=artifact.class_names, ctx=ctx,
-                   preprocessing=artifact.preprocessing, exif=exif)
+                   preprocessing=artifact.preprocessing, exif=exif,
+                   category_ids=artifact.category_ids)
 
     def engine(self):
         return MXNetEngine(self.model, self.predictor)

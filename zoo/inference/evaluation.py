@@ -5,13 +5,14 @@ Both metrics measure boxes by the dataset's ``box_convention``
 (:mod:`zoo.data.conventions`): inclusive corners (Pascal VOC) are ``x2 - x1 + 1``
 pixels wide, continuous ones (COCO) ``x2 - x1``. Detections are read in the same
 convention, since the model learnt its boxes from that dataset's ground truth.
+
+MXNet is imported by :func:`predict` only: scoring a deployed detector
+(:func:`dataset_rows`) needs none.
 """
 import numpy as np
 
 from zoo.data.conventions import pixel_offset
-from zoo.inference.detector import MXNetEngine
 from zoo.inference.runner import BatchRunner, DatasetImages
-from zoo.predictor import Predictor, fuse
 from zoo.metrics import (COCO_STAT_NAMES, VOCMeanAP, category_ap, coco_detections,
                          coco_evaluator, coco_ground_truth)
 
@@ -30,6 +31,8 @@ def predict(model, arg_params, aux_params, dataset, batch_size=8, num_workers=No
     model's own); by default the model's. The images go through the one batch runner
     (:class:`zoo.inference.runner.BatchRunner`), so the detections do not depend on
     ``batch_size``."""
+    from zoo.inference.detector import MXNetEngine
+    from zoo.predictor import Predictor, fuse
     symbol = fuse(model.symbol()) if symbol is None else symbol
     engine = MXNetEngine(model, Predictor(symbol, arg_params, aux_params, ctx))
     runner = BatchRunner(preprocessing or model.preprocessing(), engine, num_workers)
@@ -87,13 +90,13 @@ def voc_scores(dataset, detections):
     return {name: dict(zip(*metric.get())) for name, metric in metrics.items()}
 
 
-def coco_scores(dataset, detections, results_json=None):
+def coco_scores(dataset, detections, results_json=None, category_ids=None):
     """COCO AP, AP50, AP75, ... (difficult objects count as crowd regions): the stats of
     :func:`coco_report`."""
-    return coco_report(dataset, detections, results_json)[0]
+    return coco_report(dataset, detections, results_json, category_ids)[0]
 
 
-def coco_report(dataset, detections, results_json=None):
+def coco_report(dataset, detections, results_json=None, category_ids=None):
     """``(stats, per-class AP)``: COCO AP, AP50, AP75, ... and ``{class name: AP, "mAP":
     AP}``.
 
@@ -102,18 +105,23 @@ def coco_report(dataset, detections, results_json=None):
     pycocotools' ``loadRes`` of that file on the annotation file gives these numbers.
     Another dataset becomes COCO ground truth by its box convention (an inclusive box
     ``x1..x2`` is ``x2 - x1 + 1`` wide, so both metrics see the same pixels; difficult
-    objects count as crowd regions), images numbered in order, categories class id + 1.
+    objects count as crowd regions), images numbered in order, categories
+    ``category_ids[class_id]`` (a detector's own, one trained on a COCO file), else class id
+    + 1.
     Every detection names its image's file. Ties keep pycocotools' order (listing order).
     """
     check_one_per_image(dataset, detections)
     offset = pixel_offset(dataset.box_convention)
-    image_ids, category_ids = dataset.result_ids()
+    image_ids, own_ids = dataset.result_ids()
+    category_ids = own_ids if dataset.category_ids is not None or category_ids is None \
+        else list(category_ids)
     found = []
     for image_id, name, record, rows in zip(image_ids, dataset.file_names(), dataset.records,
                                             detections):
         found.extend(dict(result, file_name=name) for result in coco_detections(
             image_id, rows, record.width, record.height, category_ids, offset))
-    evaluator = coco_evaluator(coco_truth(dataset, image_ids, offset), found, results_json)
+    evaluator = coco_evaluator(coco_truth(dataset, image_ids, offset, category_ids), found,
+                               results_json)
     per_category = category_ap(evaluator)
     stats = dict(zip(COCO_STAT_NAMES, (float(v) for v in evaluator.stats)))
     per_class = {name: per_category[category]
@@ -121,11 +129,13 @@ def coco_report(dataset, detections, results_json=None):
     return stats, dict(per_class, mAP=stats["AP"])
 
 
-def coco_truth(dataset, image_ids, offset):
-    """COCO ground truth of ``dataset``: a COCO file's own, else made from the records."""
+def coco_truth(dataset, image_ids, offset, category_ids):
+    """COCO ground truth of ``dataset``: a COCO file's own, else made from the records,
+    class ``k`` as category ``category_ids[k]``."""
     own = dataset.ground_truth()
     return own if own is not None else coco_ground_truth(
-        dataset.records, dataset.class_names, image_ids, pixel_offset=offset)
+        dataset.records, dataset.class_names, image_ids, pixel_offset=offset,
+        category_ids=category_ids)
 
 
 def evaluate_voc(model, arg_params, aux_params, dataset, **predict_options):

@@ -33,6 +33,7 @@ from zoo.data.transforms import NO_LABEL, inference_transform, pad_batch
 from zoo.schema.preprocessing import canvas_size
 from zoo.errors import DataError
 from zoo.metrics.coco import corners_to_xywh, default_category_id
+from zoo.progress import progress_bar
 
 __all__ = ["BatchDetector", "BatchRunner", "DatasetImages", "Detections", "ImageList",
            "label_names", "rgb_image", "write_coco_results"]
@@ -57,12 +58,15 @@ class Detections:
     their class names. ``frame`` is the image frame the boxes are in: ``"displayed"``
     (a photo turned as its EXIF orientation says, as a viewer shows it; an array as
     given) or ``"stored"`` (the file's pixels as stored, EXIF ignored).
+    ``category_ids`` (N,) int64: each detection's COCO category id, for a detector trained
+    on a COCO file (the file's ids); None for one without.
     """
     boxes: np.ndarray
     scores: np.ndarray
     labels: np.ndarray
     names: list
     frame: str = "displayed"
+    category_ids: object = None
 
     def __len__(self):
         return len(self.scores)
@@ -73,18 +77,24 @@ class Detections:
                          for name, score, box in zip(self.names, self.scores, self.boxes))
 
     def to_coco(self, image_id, category_ids=None):
-        """COCO result dicts (``bbox`` is ``[x, y, width, height]`` in pixels);
-        ``category_ids[label]`` is a label's category id (default label + 1)."""
-        return [{"image_id": int(image_id),
-                 "category_id": (default_category_id(label) if category_ids is None
-                                 else int(category_ids[label])),
+        """COCO result dicts (``bbox`` is ``[x, y, width, height]`` in pixels), each named
+        by the detection's own category id (:attr:`category_ids`); ``category_ids[label]``
+        given here names a label's instead. Without either, label + 1."""
+        if category_ids is not None:
+            ids = [int(category_ids[label]) for label in self.labels]
+        elif self.category_ids is not None:
+            ids = [int(category) for category in self.category_ids]
+        else:
+            ids = [default_category_id(label) for label in self.labels]
+        return [{"image_id": int(image_id), "category_id": category,
                  "bbox": corners_to_xywh(box), "score": float(score)}
-                for box, score, label in zip(self.boxes, self.scores, self.labels)]
+                for box, score, category in zip(self.boxes, self.scores, ids)]
 
 
 def write_coco_results(path, results, category_ids=None):
     """Write ``results``, pairs ``(image_id, Detections)``, as a COCO results JSON file
-    (what pycocotools' ``loadRes`` reads); returns ``path``."""
+    (what pycocotools' ``loadRes`` reads), categories as :meth:`Detections.to_coco` names
+    them; returns ``path``."""
     rows = [row for image_id, found in results for row in found.to_coco(image_id, category_ids)]
     with open(path, "w") as handle:
         json.dump(rows, handle)
@@ -319,8 +329,7 @@ class _NoBar:
 def _progress_bar(description, total):
     if description is None:
         return _NoBar()
-    from tqdm import tqdm
-    return tqdm(total=total, desc=description, unit="image")
+    return progress_bar(total=total, desc=description, unit="image")
 
 
 class BatchDetector(abc.ABC):
@@ -330,12 +339,14 @@ class BatchDetector(abc.ABC):
     ``class_names`` name the labels; ``preprocessing`` (a dict of
     :mod:`zoo.schema.preprocessing`) makes the graph's inputs; ``exif`` is ``"apply"`` (photos
     turned as their EXIF orientation says, boxes in the frame a viewer shows) or ``"ignore"``
-    (the stored pixels). One call at a time: an engine may share state between calls.
+    (the stored pixels); ``category_ids``: each label's COCO category id, or None (see
+    :class:`Detections`). One call at a time: an engine may share state between calls.
     """
 
-    def __init__(self, class_names, preprocessing, exif="apply"):
+    def __init__(self, class_names, preprocessing, exif="apply", category_ids=None):
         self.exif = check_exif_choice(exif)
         self.class_names = list(class_names)
+        self.category_ids = None if category_ids is None else list(category_ids)
         self.runner = BatchRunner(preprocessing, self.engine())
         self.transform = self.runner.transform
 
@@ -370,4 +381,6 @@ class BatchDetector(abc.ABC):
         return Detections(
             boxes=(rows[:, 2:6] * np.array([width, height, width, height])).astype(np.float32),
             scores=rows[:, 1].astype(np.float32), labels=labels,
-            names=label_names(self.class_names, labels), frame=FRAMES[self.exif])
+            names=label_names(self.class_names, labels), frame=FRAMES[self.exif],
+            category_ids=(None if self.category_ids is None
+                          else np.array(self.category_ids, np.int64)[labels]))

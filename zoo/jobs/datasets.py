@@ -1,11 +1,12 @@
 """The dataset a job runs an artifact on: its classes must be the artifact's, in order, or
 be matched to a subset of them by an explicit class map."""
+import os
 from dataclasses import dataclass
 from typing import Optional
 
 import numpy as np
 
-from zoo.data.factory import open_dataset
+from zoo.data.factory import COCO_ANNOTATIONS, COCO_IMAGES, coco_path, open_dataset
 from zoo.errors import DataError, OptionsError
 
 __all__ = ["DataSplit", "class_lookup", "first_images", "open_for_artifact", "relabel"]
@@ -32,10 +33,24 @@ class DataSplit:
             return "%s:%s" % (self.kind, self.annotations.replace("{split}", self.split))
         return "%s:%s/%s" % (self.kind, self.root, self.split)
 
+    def files(self):
+        """What this split reads, as absolute real paths (the same data by any name): a COCO
+        split's annotation file and image folder, else the root folder and the split."""
+        if self.kind == "coco":
+            return {"annotations": real(coco_path(self.annotations, self.root, COCO_ANNOTATIONS,
+                                                  self.split)),
+                    "images": real(coco_path(self.image_dir, self.root, COCO_IMAGES,
+                                             self.split))}
+        return {"root": real(self.root), "split": self.split}
+
     def open(self):
         """The dataset of this split."""
         return open_dataset(self.kind, self.root, self.split, self.skip_bad, self.annotations,
                             self.image_dir)
+
+
+def real(path):
+    return os.path.realpath(path) if path is not None else None
 
 
 def first_images(dataset, count):
@@ -73,8 +88,8 @@ def class_lookup(split, names, loaded, class_map=None):
     if class_map is None:
         if names != artifact_names:
             raise DataError("%s: classes %s are not those of %s, %s (the same names in the "
-                            "same order are needed, or a class map)"
-                            % (split, names, source, artifact_names))
+                            "same order are needed, or a class map: --class-map '' matches "
+                            "them by name)" % (split, names, source, artifact_names))
         return np.arange(len(names))
     renamed = dict(class_map)
     for dataset_class, artifact_class in class_map:

@@ -20,6 +20,11 @@ class Deployed:
         return self.detector.class_names
 
     @property
+    def category_ids(self):
+        """Each class's COCO category id, or None (see :class:`zoo.Detections`)."""
+        return self.detector.category_ids
+
+    @property
     def precision(self):
         """``{"dtype": "fp32"}``, or an int8 model's with its calibration."""
         return getattr(self.detector, "precision", {"dtype": "fp32"})

@@ -178,11 +178,14 @@ def crop(image, box):
 
 
 def detection_rows(found, crops=None):
-    """The detections as JSON objects; ``crops``: each one's crop file, if any."""
-    rows = [{"class_id": int(label), "class_name": name, "score": round(float(score), 6),
-             "box": [round(float(v), 2) for v in box]}
-            for box, score, label, name in zip(found.boxes, found.scores, found.labels,
-                                               found.names)]
+    """The detections as JSON objects (with their COCO ``category_id`` where the detector
+    has COCO ids); ``crops``: each one's crop file, if any."""
+    categories = ([{}] * len(found) if found.category_ids is None
+                  else [{"category_id": int(category)} for category in found.category_ids])
+    rows = [dict({"class_id": int(label), "class_name": name}, **category,
+                 score=round(float(score), 6), box=[round(float(v), 2) for v in box])
+            for box, score, label, name, category in zip(found.boxes, found.scores,
+                                                         found.labels, found.names, categories)]
     for row, path in zip(rows, crops or ()):
         row["crop"] = path
     return rows
@@ -443,7 +446,9 @@ class DetectRun:
         """Write results.json (atomically) with every picture recorded so far."""
         options = self.options
         results = {"checkpoint": options.checkpoint, "threshold": options.threshold,
-                   "class_names": list(self.detector.class_names), "complete": complete,
+                   "class_names": list(self.detector.class_names),
+                   "category_ids": getattr(self.detector, "category_ids", None),
+                   "complete": complete,
                    "images": self.entries,
                    "skipped": [{"file": item.file, "reason": item.reason, "error": item.error}
                                for item in self.skipped]}

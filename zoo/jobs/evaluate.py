@@ -6,7 +6,6 @@ import os
 from dataclasses import dataclass
 from typing import Optional, Tuple
 
-from zoo import artifact
 from zoo.errors import OptionsError
 from zoo.inference.evaluation import coco_report, dataset_rows, predict, voc_scores
 from zoo.jobs.datasets import DataSplit, open_for_artifact, relabel
@@ -18,7 +17,8 @@ __all__ = ["EvalOptions", "evaluate", "format_table"]
 @dataclass(frozen=True)
 class EvalOptions:
     checkpoint: str                      # an artifact prefix, or a PREFIX.onnx or PREFIX.xml
-    data_root: str
+    data_root: Optional[str] = None      # None: only for a COCO split named by annotations
+                                         # and image_dir
     epoch: Optional[int] = None          # None: the best validated epoch, else the newest
     dataset: str = "voc"
     split: str = "val"
@@ -27,7 +27,8 @@ class EvalOptions:
     skip_bad: bool = False
     annotations: Optional[str] = None    # coco: the annotation file ({split}: the split)
     image_dir: Optional[str] = None      # coco: the image folder ({split}: the split)
-    output: Optional[str] = None         # results JSON; None: <checkpoint>-eval-<split>.json
+    output: Optional[str] = None         # results JSON; None: default_output's, never one of
+                                         # another scoring
     progress: bool = True
     # None: the dataset's classes are the artifact's; else pairs (dataset class, artifact
     # class) matching a dataset of some (or renamed) classes, see jobs.datasets.class_lookup
@@ -53,36 +54,91 @@ def evaluate(options):
     split = DataSplit(options.dataset, options.data_root, options.split, options.skip_bad,
                       options.data_threads, options.annotations, options.image_dir)
     dataset, lookup = open_for_artifact(split, loaded, options.class_map)
-    output = options.output or "%s-eval-%s.json" % (
-        os.path.splitext(options.checkpoint)[0] if loaded.epoch is None else options.checkpoint,
-        options.split)
+    scoring = {"checkpoint": options.checkpoint, "epoch": loaded.epoch, "data": str(split),
+               "data_files": split.files(),
+               "class_map": None if options.class_map is None else dict(options.class_map)}
+    output = options.output or default_output(options, loaded)
+    if not options.output:
+        check_replaceable(output, scoring)
     # Before the predictions: a folder that cannot be made fails now, not after them.
     os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
     detections = relabel(predicted(loaded, dataset, options), lookup)
     coco, coco_classes = coco_report(
-        dataset, detections, results_json=os.path.splitext(output)[0] + "-detections.json")
+        dataset, detections, results_json=os.path.splitext(output)[0] + "-detections.json",
+        category_ids=dataset_category_ids(loaded.category_ids, lookup, len(dataset.class_names)))
     result = EvalResult(
         epoch=loaded.epoch, images=len(dataset), precision=loaded.precision,
         class_names=list(dataset.class_names), voc=voc_scores(dataset, detections),
         coco=coco, coco_classes=coco_classes, output=output)
     with open(output, "w") as stream:
-        json.dump({"checkpoint": options.checkpoint, "epoch": result.epoch,
-                   "images": result.images, "precision": result.precision,
-                   "data": str(split),
-                   "class_map": None if options.class_map is None else dict(options.class_map),
-                   "voc": result.voc, "coco": result.coco,
-                   "coco_classes": result.coco_classes}, stream, indent=1)
+        json.dump(dict(scoring, images=result.images, precision=result.precision,
+                       voc=result.voc, coco=result.coco,
+                       coco_classes=result.coco_classes), stream, indent=1)
     return result
+
+
+def default_output(options, loaded):
+    """``<checkpoint>-eval-<what>.json`` (a deployed file's name without its extension):
+    ``what`` is the split, or the stem of an annotation file named without ``{split}``
+    (scoring ``train.json`` never writes over a score of ``val.json``)."""
+    base = os.path.splitext(options.checkpoint)[0] if loaded.epoch is None \
+        else options.checkpoint
+    what = options.split
+    if options.annotations and "{split}" not in options.annotations:
+        what = os.path.splitext(os.path.basename(options.annotations))[0]
+    return "%s-eval-%s.json" % (base, what)
+
+
+SAME_SCORING = ("epoch", "data_files", "class_map")
+"""What makes a results file the score this evaluation makes again (its default name
+already names the checkpoint): the epoch, the data read (by real paths, whatever folder
+the command ran in) and the class map."""
+
+
+def check_replaceable(output, scoring):
+    """Refuse a default-named results file that holds another scoring than ``scoring``
+    (another epoch, dataset or class map; or that is no results file): only ``--output``
+    naming it replaces it. The same scoring run again is replaced."""
+    if not os.path.exists(output):
+        return
+    try:
+        with open(output, encoding="utf-8") as stream:
+            earlier = json.load(stream)
+    except (OSError, ValueError):
+        earlier = None
+    if isinstance(earlier, dict) and all(earlier.get(k) == scoring[k] for k in SAME_SCORING):
+        return
+    held = ("the score of %s%s on %s" % (
+        earlier.get("checkpoint"), "" if earlier.get("epoch") is None
+        else " epoch %s" % earlier.get("epoch"), earlier.get("data"))
+        if isinstance(earlier, dict) else "something else than a zoo eval result")
+    raise OptionsError("%s holds %s, which this evaluation would replace: name the results "
+                       "file with --output (this name to replace it)" % (output, held))
 
 
 def _loaded(options):
     """The artifact, or the deployed file, ``checkpoint`` names."""
     if not is_deployed(options.checkpoint):
+        from zoo import artifact  # MXNet's: a deployed file is scored without it
         return artifact.load(options.checkpoint, options.epoch)
     if options.epoch is not None:
         raise OptionsError("epoch %d: %s is a deployed file, of one epoch; give no epoch"
                            % (options.epoch, options.checkpoint))
     return load_deployed(options.checkpoint)
+
+
+def dataset_category_ids(category_ids, lookup, num_classes):
+    """The COCO category id of each dataset class, the detector's (``category_ids``, per
+    label) of the label it is matched with (``lookup``: the dataset class of each label);
+    None for a detector without ids. A COCO dataset's own ids come first
+    (:func:`zoo.inference.evaluation.coco_report`)."""
+    if category_ids is None:
+        return None
+    ids = [None] * num_classes
+    for label, class_id in enumerate(lookup):
+        if class_id >= 0:
+            ids[class_id] = category_ids[label]
+    return ids
 
 
 def predicted(loaded, dataset, options):

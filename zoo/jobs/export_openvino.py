@@ -5,9 +5,11 @@ import os
 import tempfile
 import time
 
+from zoo.data.factory import needs_root
 from zoo.errors import DataError, OptionsError
 from zoo.inference.runner import ImageList
 from zoo.jobs.datasets import DataSplit, first_images, open_for_artifact
+from zoo.progress import progress_bar
 
 __all__ = ["check_runs", "export_openvino"]
 
@@ -53,8 +55,11 @@ def check_runs(path, output, images):
 
 def check_options(options):
     """One-line errors for calibration settings that cannot be."""
-    if options.int8 and not options.data_root:
-        raise OptionsError("int8 calibrates on images: give data_root (and dataset, split)")
+    if options.int8 and not options.data_root and needs_root(options.dataset,
+                                                             options.annotations,
+                                                             options.image_dir):
+        raise OptionsError("int8 calibrates on images: give data_root (and dataset, split), "
+                           "or a COCO split's annotations and image_dir")
     if options.calib_images < 1 or options.batch_size < 1:
         raise OptionsError("calib_images and batch_size must be at least 1, got %d and %d"
                            % (options.calib_images, options.batch_size))
@@ -98,9 +103,8 @@ def source_name(source, options):
 
 
 def progress_bar(options, images, batch_size):
-    """A tqdm wrapper counting calibration batches, or None without progress."""
+    """A progress bar wrapper counting calibration batches, or None without progress."""
     if not options.progress:
         return None
-    from tqdm import tqdm
-    return lambda batches: tqdm(batches, total=-(-images // batch_size), desc="calibrating",
-                                unit="batch")
+    return lambda batches: progress_bar(batches, total=-(-images // batch_size),
+                                        desc="calibrating", unit="batch")

@@ -16,7 +16,8 @@ __all__ = ["QuantizeOptions", "quantize"]
 @dataclass(frozen=True)
 class QuantizeOptions:
     checkpoint: str
-    data_root: str
+    data_root: Optional[str] = None      # None: only for a COCO split named by annotations
+                                         # and image_dir
     epoch: Optional[int] = None          # None: the best validated epoch, else the newest
     dataset: str = "voc"
     split: str = "train"                 # calibrate on images you do not evaluate on

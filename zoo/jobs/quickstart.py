@@ -63,6 +63,7 @@ def quickstart(options):
     trained = train(train_options(root, train_dir, options.epochs, options.progress))
     prefix = trained.prefix
     results = evaluate(EvalOptions(checkpoint=prefix, data_root=root, split="val",
+                                   output=prefix + "-eval-val.json",  # this run's, anew
                                    progress=options.progress))
     curves = plot_training_log(prefix + "-log.csv", prefix + "-log.png")
     held_out = VOCDataset(root, "val")

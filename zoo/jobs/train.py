@@ -100,10 +100,13 @@ def train_config(options):
                        "artifact it starts from")
 
 
-def build_train_model(options, class_names):
-    """The model for the dataset's classes at the options' data shape."""
+def build_train_model(options, class_names, category_ids=None):
+    """The model for the dataset's classes (and their COCO category ids, a COCO file's; None
+    for a dataset without, whatever the config or the fine-tuned artifact held) at the
+    options' data shape."""
     config = train_config(options)
-    overrides = {"num_classes": len(class_names), "class_names": list(class_names)}
+    overrides = {"num_classes": len(class_names), "class_names": list(class_names),
+                 "category_ids": None if category_ids is None else list(category_ids)}
     if options.data_shape:
         overrides["data_shape"] = options.data_shape
     return build_model(config, pretrained_backbone=options.pretrained_backbone, **overrides)
@@ -114,7 +117,7 @@ def make_trainer(options, kvstore=None):
     rank's shard and only rank 0 validates and writes checkpoints."""
     rank, num_workers = (kvstore.rank, kvstore.num_workers) if kvstore is not None else (0, 1)
     train_set, val_set = open_data(options, rank, num_workers)
-    model = build_train_model(options, train_set.class_names)
+    model = build_train_model(options, train_set.class_names, train_set.category_ids)
     LOG.info("%s", header_line(options, model, len(train_set)))
     health = HealthReport()
     if options.health and rank == 0:

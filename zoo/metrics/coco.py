@@ -38,6 +38,13 @@ def default_category_id(class_id):
     return int(class_id) + 1
 
 
+def category_of(class_id, category_ids=None):
+    """The COCO category of class ``class_id``: ``category_ids[class_id]``, else
+    :func:`default_category_id`."""
+    return (default_category_id(class_id) if category_ids is None
+            else int(category_ids[int(class_id)]))
+
+
 def corners_to_xywh(box, pixel_offset=0):
     """``[x1, y1, x2, y2]`` -> ``[x, y, width, height]`` as plain floats, widths and heights
     ``x2 - x1 + pixel_offset`` (1 for inclusive corners, 0 for continuous ones)."""
@@ -63,13 +70,14 @@ def record_rows(index, record, num_classes):
 
 
 def coco_ground_truth(records, class_names, image_ids=None, difficult="iscrowd",
-                      pixel_offset=0):
+                      pixel_offset=0, category_ids=None):
     """A COCO ground-truth dict (images, annotations, categories) from generic records.
 
     Each record has attributes ``width``, ``height``, ``boxes`` (M, 4) pixel
     corners, ``class_ids`` (M,) 0-based (negative rows are padding) and
     ``difficult`` (M,), as ``zoo.data`` records do. ``image_ids`` gives each
-    record's COCO image id (default: its index). Category ids are class id + 1.
+    record's COCO image id (default: its index). ``category_ids[class_id]`` is a class's
+    COCO category (default class id + 1).
     ``difficult`` says what difficult boxes become: ``"iscrowd"`` marks them
     crowd, which COCOeval ignores (a detection on one is neither a hit nor a
     false positive; overlap is measured as intersection over the detection's
@@ -97,10 +105,10 @@ def coco_ground_truth(records, class_names, image_ids=None, difficult="iscrowd",
             annotations.append({
                 # COCOeval treats annotation id 0 as "unmatched", so ids start at 1.
                 "id": len(annotations) + 1, "image_id": int(image_id),
-                "category_id": default_category_id(class_id), "bbox": xywh,
+                "category_id": category_of(class_id, category_ids), "bbox": xywh,
                 "area": xywh[2] * xywh[3],
                 "iscrowd": int(bool(is_difficult) and difficult == "iscrowd")})
-    categories = [{"id": default_category_id(class_id), "name": name}
+    categories = [{"id": category_of(class_id, category_ids), "name": name}
                   for class_id, name in enumerate(class_names)]
     return {"images": images, "annotations": annotations, "categories": categories}
 
@@ -126,10 +134,8 @@ def coco_detections(image_id, detections, width, height, category_ids=None, pixe
         if row[0] < 0:
             continue
         check_detection_row(image_id, row, category_ids)
-        class_id = int(row[0])
-        category = (default_category_id(class_id) if category_ids is None
-                    else int(category_ids[class_id]))
-        results.append({"image_id": int(image_id), "category_id": category,
+        results.append({"image_id": int(image_id),
+                        "category_id": category_of(row[0], category_ids),
                         "bbox": corners_to_xywh(row[2:6] * scale, pixel_offset),
                         "score": float(row[1])})
     return results

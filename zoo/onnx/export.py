@@ -14,8 +14,8 @@ image's valid region. The batch is dynamic, and so are H and W for Faster R-CNN 
 corners normalised to the valid image, best first, class -1 for an empty row.
 
 Metadata (``model.metadata_props``): ``zoo.format`` (:data:`FORMAT`), ``zoo.network``,
-``zoo.class_names`` (JSON) and ``zoo.num_classes``, ``zoo.preprocessing`` (JSON),
-``zoo.graph_preprocessing``.
+``zoo.class_names`` (JSON) and ``zoo.num_classes``, ``zoo.category_ids`` (JSON, a model
+trained on a COCO file only), ``zoo.preprocessing`` (JSON), ``zoo.graph_preprocessing``.
 """
 import json
 import logging
@@ -60,7 +60,8 @@ def export_model(model, arg_params, aux_params, path, *, class_names=None, prepr
     graph = _named_output(graph)
     if graph_preprocessing == "normalize":
         graph = _with_normalization(graph, preprocessing)
-    _describe(graph, model.name, class_names, preprocessing, graph_preprocessing)
+    _describe(graph, model.name, class_names, model.config.get("category_ids"), preprocessing,
+              graph_preprocessing)
     onnx.checker.check_model(graph)
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     atomic_write(path, lambda temporary: onnx.save(graph, temporary))
@@ -151,11 +152,12 @@ def _with_normalization(model, preprocessing):
     return model
 
 
-def _describe(model, network, class_names, preprocessing, graph_preprocessing):
-    for key, value in (("zoo.format", FORMAT), ("zoo.network", network),
+def _describe(model, network, class_names, category_ids, preprocessing, graph_preprocessing):
+    ids = [] if category_ids is None else [("zoo.category_ids", json.dumps(category_ids))]
+    for key, value in [("zoo.format", FORMAT), ("zoo.network", network),
                        ("zoo.class_names", json.dumps(list(class_names))),
-                       ("zoo.num_classes", str(len(class_names))),
+                       ("zoo.num_classes", str(len(class_names)))] + ids + [
                        ("zoo.preprocessing", json.dumps(preprocessing)),
-                       ("zoo.graph_preprocessing", graph_preprocessing)):
+                       ("zoo.graph_preprocessing", graph_preprocessing)]:
         entry = model.metadata_props.add()
         entry.key, entry.value = key, value

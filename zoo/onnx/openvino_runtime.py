@@ -6,7 +6,8 @@ written by ``zoo export --format openvino`` from the ONNX export (:mod:`zoo.onnx
 with ``--int8`` after :mod:`zoo.onnx.int8` put calibrated QDQ pairs in it, which OpenVINO
 runs as int8 layers). The graph's inputs and output are the ONNX export's, and its
 ``rt_info`` under ``zoo`` holds the ONNX file's metadata (``format``, ``network``,
-``class_names``, ``preprocessing``, ``graph_preprocessing``, see :mod:`zoo.onnx.runtime`)
+``class_names``, ``category_ids`` where it has them, ``preprocessing``,
+``graph_preprocessing``, see :mod:`zoo.onnx.runtime`)
 and ``precision``: JSON ``{"dtype": "fp32"}`` or ``{"dtype": "int8", "calibration": {...}}``.
 ``weights_sha256`` there is the sha256 of the ``.bin`` written with it: loading refuses a
 ``.bin`` that is not the one its ``.xml`` was written with, as an artifact refuses other
@@ -22,10 +23,11 @@ from collections import namedtuple
 from defusedxml import DefusedXmlException
 from defusedxml import ElementTree
 
+from zoo.errors import MissingPackage
 from zoo.inference.runner import BatchDetector
 from zoo.onnx import GRAPH_PREPROCESSING, OUTPUT
-from zoo.onnx.runtime import (IMAGE_INPUTS, OnnxModelError, check_format, check_graph, graph_inputs,
-                      metadata_json, metadata_value)
+from zoo.onnx.runtime import (IMAGE_INPUTS, OnnxModelError, category_ids, check_format,
+                              check_graph, graph_inputs, metadata_json, metadata_value)
 
 __all__ = ["OpenVinoDetector", "SUFFIX", "WEIGHTS_SUFFIX", "compile_config", "layer_precisions",
            "load_openvino_detector", "recorded_weights_sha256", "shared_core", "write_ir"]
@@ -36,9 +38,9 @@ WEIGHTS_SHA256 = ("zoo", "weights_sha256")
 """Where in ``rt_info`` the ``.xml`` records its ``.bin``'s sha256."""
 PENDING_SHA256 = "zoo-weights-sha256-pending"
 """What :func:`write_ir` records until the ``.bin`` it hashes is written."""
-INSTALL = "pip install 'mxnet-detection-zoo[openvino]'"
-METADATA_KEYS = ("zoo.format", "zoo.network", "zoo.class_names", "zoo.preprocessing",
-                 "zoo.graph_preprocessing", "zoo.precision")
+INSTALL = "pip install -r requirements/openvino.txt in the zoo's checkout (no MXNet needed)"
+METADATA_KEYS = ("zoo.format", "zoo.network", "zoo.class_names", "zoo.category_ids",
+                 "zoo.preprocessing", "zoo.graph_preprocessing", "zoo.precision")
 Port = namedtuple("Port", "name shape type")
 ONNX_TYPES = {"f32": "tensor(float)", "f16": "tensor(float16)", "i64": "tensor(int64)",
               "i32": "tensor(int32)", "u8": "tensor(uint8)"}
@@ -60,8 +62,8 @@ class OpenVinoDetector(BatchDetector):
 
     ``threads``: the threads a pass runs on (default OpenVINO's, one per physical core).
     Layers not quantized run in fp32 (not the bf16 OpenVINO would pick on CPUs with bf16
-    units). ``network``, ``class_names``, ``preprocessing``, ``graph_preprocessing`` and
-    ``precision`` are the file's metadata. One call at a time.
+    units). ``network``, ``class_names``, ``category_ids``, ``preprocessing``,
+    ``graph_preprocessing`` and ``precision`` are the file's metadata. One call at a time.
     """
 
     def __init__(self, path, threads=None, exif="apply"):
@@ -81,7 +83,7 @@ class OpenVinoDetector(BatchDetector):
         self.compiled = core.compile_model(model, "CPU", compile_config(threads))
         self.request = self.compiled.create_infer_request()
         super().__init__(metadata_json(self.path, metadata, "zoo.class_names"),
-                         self.preprocessing, exif)
+                         self.preprocessing, exif, category_ids(self.path, metadata))
 
     def engine(self):
         return self
@@ -120,7 +122,8 @@ def shared_core():
     try:
         import openvino
     except ImportError:
-        raise ImportError("zoo.onnx.openvino_runtime needs OpenVINO: %s" % INSTALL) from None
+        raise MissingPackage("a .xml file (OpenVINO IR) runs on OpenVINO, which is not "
+                             "installed: %s" % INSTALL) from None
     return openvino.Core()
 
 

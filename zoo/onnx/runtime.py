@@ -5,6 +5,8 @@ An export is one file ``PREFIX.onnx`` that describes itself in its ``metadata_pr
 - ``zoo.format``: ``"1"`` (:data:`zoo.onnx.FORMAT`); ``zoo.network``: the config's name;
 - ``zoo.class_names``: a JSON list of the class names; ``zoo.num_classes``: their count,
   checked against the list on loading (files of earlier versions lack it);
+- ``zoo.category_ids`` (a model trained on a COCO file only): a JSON list of each class's
+  COCO category id, which :class:`zoo.Detections` carry;
 - ``zoo.preprocessing``: a JSON dict of :mod:`zoo.schema.preprocessing`, how an image is resized;
 - ``zoo.graph_preprocessing``: ``"none"``, the graph takes ``data`` (B, 3, H, W) normalised
   as the MXNet graph's input is, or ``"normalize"``, the graph takes ``image`` (B, H, W, 3),
@@ -21,26 +23,30 @@ import os
 
 import numpy as np
 
-from zoo.errors import OnnxModelError
+from zoo.errors import MissingPackage, OnnxModelError
 from zoo.inference.runner import BatchDetector
 from zoo.schema.checks import repeated
 from zoo.schema.preprocessing import canvas_im_info
 from zoo.onnx import FORMAT, GRAPH_PREPROCESSING, OUTPUT
 
-__all__ = ["IMAGE_INPUTS", "OnnxDetector", "OnnxModelError", "check_format", "check_graph",
+__all__ = ["IMAGE_INPUTS", "OnnxDetector", "OnnxModelError", "category_ids", "check_format",
+           "check_graph",
            "check_image_size", "graph_inputs", "load_onnx_detector", "metadata_json",
            "metadata_value", "pixels"]
 
 IMAGE_INPUTS = {"none": "data", "normalize": "image"}
 """The image input of each ``zoo.graph_preprocessing``."""
 IM_INFO = "im_info"
-INSTALL = "pip install -e '.[onnx]' in the zoo's checkout"
+INSTALL = "pip install -r requirements/onnxruntime.txt in the zoo's checkout (no MXNet needed)"
 JSON_METADATA = {
     # key: (whether a decoded value is good, what is expected)
     "zoo.class_names": (lambda value: isinstance(value, list) and len(value) > 0
                         and all(isinstance(name, str) for name in value)
                         and not repeated(value),
                         "a JSON list of class names, none repeated"),
+    "zoo.category_ids": (lambda value: isinstance(value, list) and len(value) > 0
+                         and all(type(v) is int for v in value),
+                         "a JSON list of integer category ids"),
     "zoo.preprocessing": (lambda value: isinstance(value, dict)
                           and {"mean", "std", "data_shape"} <= set(value),
                           "a JSON object with mean, std and data_shape"),
@@ -60,8 +66,8 @@ class OnnxDetector(BatchDetector):
     ``providers`` are ONNX Runtime's execution providers, in order of preference (default
     the CPU's); ``threads`` the threads a pass runs on (default ONNX Runtime's, one per
     physical core); ``exif`` as :class:`zoo.Detector` takes it (default ``"apply"``).
-    ``network``, ``class_names``, ``preprocessing`` and ``graph_preprocessing`` are the
-    file's metadata. One call at a time.
+    ``network``, ``class_names``, ``category_ids``, ``preprocessing`` and
+    ``graph_preprocessing`` are the file's metadata. One call at a time.
     """
 
     def __init__(self, path, providers=None, threads=None, exif="apply"):
@@ -74,7 +80,7 @@ class OnnxDetector(BatchDetector):
                                                   GRAPH_PREPROCESSING)
         self.preprocessing = metadata_json(self.path, metadata, "zoo.preprocessing")
         super().__init__(metadata_json(self.path, metadata, "zoo.class_names"),
-                         self.preprocessing, exif)
+                         self.preprocessing, exif, category_ids(self.path, metadata))
         self.image_input = IMAGE_INPUTS[self.graph_preprocessing]
         self.input_names = check_graph(self.path, self.session, self.image_input,
                                        self.preprocessing)
@@ -121,7 +127,8 @@ def open_session(path, providers, threads):
     try:
         import onnxruntime
     except ImportError:
-        raise ImportError("zoo.onnx.runtime needs onnxruntime: %s" % INSTALL) from None
+        raise MissingPackage("%s: a .onnx file runs on ONNX Runtime, which is not installed: "
+                             "%s" % (path, INSTALL)) from None
     if not os.path.isfile(path):
         raise OnnxModelError("%s: no such file" % path)
     if os.path.getsize(path) == 0:
@@ -213,6 +220,20 @@ def check_tensor(path, given):
         raise OnnxModelError("%s: %s is %s of shape %s: expected tensor(float) of rank %d%s"
                              % (path, given.name, given.type, shape, rank,
                                 ", last axis %d" % last if last else ""))
+
+
+def category_ids(path, metadata):
+    """The file's ``zoo.category_ids`` (one per name of ``zoo.class_names``), or None where
+    it has none."""
+    if "zoo.category_ids" not in metadata:
+        return None
+    ids = metadata_json(path, metadata, "zoo.category_ids")
+    names = metadata_json(path, metadata, "zoo.class_names")
+    if len(ids) != len(names):
+        raise OnnxModelError("%s: zoo.category_ids lists %d ids for the %d names of "
+                             "zoo.class_names: expected one per class"
+                             % (path, len(ids), len(names)))
+    return ids
 
 
 def check_num_classes(path, metadata, class_names):

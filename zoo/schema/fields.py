@@ -21,7 +21,6 @@ import typing
 
 from zoo.errors import ConfigError
 from symbols import FACTORIES
-from symbols.backbones import BACKBONES
 from zoo.schema.preprocessing import INTERPOLATIONS, MEAN_PIXELS, STD_PIXELS, WARP
 from zoo.schema.checks import is_int, is_number
 
@@ -225,6 +224,13 @@ def model_name(config):
     return config.get("name", "<unnamed>")
 
 
+def backbone_names():
+    """The registered backbones' names, sorted; imported when a config is checked, since
+    the registry's modules import MXNet (listing the configs needs none)."""
+    from symbols.backbones import BACKBONES
+    return sorted(BACKBONES)
+
+
 FRACTION = Number(0, 1, low_open=True)
 """A threshold or fraction in (0, 1]."""
 
@@ -233,12 +239,15 @@ COMMON = types.MappingProxyType({field.name: field for field in (
           "the model's name (a YAML file's stem by default)"),
     Field("arch", Str(choices=lambda: sorted(FACTORIES)), REQUIRED,
           "the detector family (a symbol factory of symbols.FACTORIES)"),
-    Field("backbone", Str(choices=lambda: sorted(BACKBONES)), REQUIRED,
+    Field("backbone", Str(choices=backbone_names), REQUIRED,
           "a registered backbone"),
     Field("num_classes", Int(1), 20, "number of foreground classes"),
     Field("class_names", Optional(List(Str(nonempty=True), length="num_classes",
                                        distinct=True)), None,
           "optional class names, one per class"),
+    Field("category_ids", Optional(List(Int(), length="num_classes", distinct=True)), None,
+          "optional COCO category ids, one per class: training on a COCO file sets the "
+          "file's; COCO results name classes by them (null: class id + 1)"),
     Field("data_shape", Int(32, what="an integer image side"), PER_ARCH,
           "input side in pixels"),
     Field("supported_shapes", List(Int(32, what="an integer image side")), DERIVED,
