@@ -164,8 +164,8 @@ def test_a_deployed_file_that_does_not_load_is_one_line_in_detect(deployed, tmp_
 def test_a_deployed_file_that_does_not_load_is_one_line_in_eval(deployed, tmp_path, capsys,
                                                                 make, expected):
     path = make(deployed, tmp_path)
-    # The file is loaded before the dataset is opened: no dataset needed.
-    status = main(["eval", "--checkpoint", path, "--data-root", str(tmp_path / "nowhere"),
+    # The file is loaded before the dataset is opened: an empty folder is dataset enough.
+    status = main(["eval", "--checkpoint", path, "--data-root", str(tmp_path),
                    "--no-progress"])
     line = one_line(capsys, "eval")
     assert status == 1 and named(line, path, expected), line
@@ -200,11 +200,20 @@ def test_the_healthy_ir_records_its_weights_and_runs(deployed, capsys):
     assert len(found) > 0 and set(found.names) <= set(NAMES)
 
 
-def test_zoo_benchmark_names_a_deployed_file_it_does_not_time(deployed, capsys):
-    path = os.path.join(deployed, "toy.onnx")
-    assert main(["benchmark", "--checkpoint", path]) == 1
+BENCHMARKED_FAULTS = ["truncated onnx", "xml with a same-sized bin of other weights"]
+
+
+@pytest.mark.parametrize("make, expected", [case[1:] for case in DEPLOYED_FAULTS
+                                             if case[0] in BENCHMARKED_FAULTS],
+                         ids=BENCHMARKED_FAULTS)
+def test_a_deployed_file_that_does_not_load_is_one_line_in_benchmark(deployed, tmp_path,
+                                                                     capsys, make, expected):
+    """zoo benchmark times a deployed file alone on its runtime: one that does not load is
+    refused as eval refuses it."""
+    path = make(deployed, tmp_path)
+    assert main(["benchmark", "--checkpoint", path, "--runs", "1", "--warmup", "0"]) == 1
     line = one_line(capsys, "benchmark")
-    assert "checkpoint %s is a deployed file: zoo benchmark times an artifact" % path in line
+    assert named(line, path, expected), line
 
 
 # -- zoo export --output -----------------------------------------------------------------------
