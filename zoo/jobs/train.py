@@ -13,6 +13,9 @@ from zoo import artifact, runlock
 from zoo.engine import finetune
 from zoo.data import DetectionLoader, train_transform
 from zoo.distributed.cluster import create_dist_kvstore, is_distributed
+from zoo.engine.health.batches import BatchRepeatCheck
+from zoo.engine.health.dynamics import LossDynamicsCheck
+from zoo.engine.health.loss import InitialLossCheck
 from zoo.engine.health.report import HealthReport
 from zoo.engine.health.summary import HealthSummary
 from zoo.engine.hooks import default_hooks, last_checkpoint_note
@@ -141,7 +144,7 @@ def health_checks(options, prefix, train_set, val_set):
     with ``health`` off, only the summary (which then lists no check)."""
     checks = []
     if options.health:
-        pass
+        checks += [InitialLossCheck(), BatchRepeatCheck(), LossDynamicsCheck()]
     return checks + [HealthSummary(prefix)]
 
 
