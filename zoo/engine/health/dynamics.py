@@ -117,7 +117,7 @@ class LossDynamicsCheck(Hook):
         self.recent = collections.deque(maxlen=SPIKE_WINDOW)
         self.zero_runs = {}                 # loss name -> consecutive steps at exactly 0
         self.zero_warned = False
-        self.spike_epochs, self.spikes, self.peak = set(), 0, None
+        self.spike_epochs = set()           # epochs that warned of a spike
         self.plateau_reported = None        # step count when the current plateau was reported
         self.steps_per_epoch = 0
 
@@ -160,9 +160,6 @@ class LossDynamicsCheck(Hook):
         if not (total > SPIKE_OVER_MEDIAN * median
                 and (trivial is None or total > SPIKE_OVER_TRIVIAL * trivial)):
             return
-        self.spikes += 1
-        if self.peak is None or total > self.peak[0]:
-            self.peak = (total, epoch + 1)
         if epoch in self.spike_epochs:
             return  # one warning an epoch
         self.spike_epochs.add(epoch)
@@ -181,13 +178,9 @@ class LossDynamicsCheck(Hook):
 
     def after_epoch(self, trainer, epoch, row):
         self.check_plateau(trainer, epoch)
-        health = trainer.health
-        if self.spikes:
-            health.result(SPIKE, "warning")
-        else:
-            health.result(SPIKE, "ok")
-        if not self.zero_warned:
-            health.result(ZERO, "ok")
+        # A check that warned stays a warning (HealthReport keeps it).
+        trainer.health.result(SPIKE, "ok")
+        trainer.health.result(ZERO, "ok")
 
     def check_plateau(self, trainer, epoch):
         block = max(BLOCK_MIN, self.steps_per_epoch // 4)
@@ -198,9 +191,7 @@ class LossDynamicsCheck(Hook):
                   and plateau.steps >= PLATEAU_SHARE * len(self.losses))
         if not enough:
             self.plateau_reported = None
-            if PLATEAU not in trainer.health.checks or trainer.health.checks[PLATEAU][
-                    "status"] != "warning":
-                trainer.health.result(PLATEAU, "ok", "none")
+            trainer.health.result(PLATEAU, "ok", "none")
             return
         # The same plateau, still going: reported once.
         if (self.plateau_reported is not None
