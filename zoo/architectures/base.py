@@ -25,6 +25,12 @@ class Architecture(abc.ABC):
     name = None
     """The ``arch`` value of configs of this family."""
 
+    prediction_params = None
+    """Regular expression of the parameters of the layers that output the class scores and
+    box offsets (every stage's). Zeroed, they make the trivial predictor (equal class scores,
+    zero box offsets) whose loss the training-health check judges the first loss against
+    (:mod:`zoo.engine.health.loss`)."""
+
     @property
     @abc.abstractmethod
     def schema(self):

@@ -78,6 +78,7 @@ class FasterRCNN(Architecture):
     ``rpn_feature``."""
 
     name = "faster_rcnn"
+    prediction_params = r"^(rpn|rcnn)_(cls_score|bbox_pred)_(weight|bias)$"
     schema = SCHEMA
     loss_names = LOSS_NAMES
     output_names = symbols.TRAINING_OUTPUTS

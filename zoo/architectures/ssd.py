@@ -65,6 +65,7 @@ class SSD(Architecture):
     config derives them from the map size)."""
 
     name = "ssd"
+    prediction_params = r"^head\d+_(cls|loc)_(weight|bias)$"
     schema = SCHEMA
     loss_names = LOSS_NAMES
     output_names = symbols.TRAINING_OUTPUTS

@@ -50,15 +50,17 @@ class TrainBenchmarkOptions:
     num_images: int = 64                # distinct images; rounds cycle over them
     data_root: Optional[str] = None     # None: output/shapes_<image_size>
     freeze: Optional[str] = None        # regular expression of our parameters kept fixed
-    compare: Optional[str] = "gluoncv"  # or None: ours only
+    compare: Optional[str] = "gluoncv"  # "health": ours with the health checks off and on;
+                                        # None: ours only
 
     def __post_init__(self):
         if self.network not in list_models():
             raise OptionsError("unknown network %r; known: %s"
                                % (self.network, ", ".join(list_models())))
-        if self.compare not in (None, "gluoncv"):
-            raise OptionsError("compare must be gluoncv or None, got %r" % (self.compare,))
-        if self.compare and self.network not in GLUONCV_RECIPES:
+        if self.compare not in (None, "gluoncv", "health"):
+            raise OptionsError("compare must be gluoncv, health or None, got %r"
+                               % (self.compare,))
+        if self.compare == "gluoncv" and self.network not in GLUONCV_RECIPES:
             raise OptionsError("no GluonCV recipe for %s; --compare gluoncv knows %s"
                                % (self.network, ", ".join(GLUONCV_RECIPES)))
         for name in ("batch_size", "steps", "rounds", "data_threads", "image_size",

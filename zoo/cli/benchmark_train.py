@@ -7,6 +7,9 @@ Examples:
     zoo benchmark-train --network ssd_resnet50_v1_gluoncv_voc --data-shape 512 --batch-size 4
     zoo benchmark-train --network faster_rcnn_fpn_resnet50_gluoncv_coco --data-shape 512 \\
         --max-size 512 --batch-size 1 --freeze '^(conv1_|stage1_)|_bn_(gamma|beta)$'
+The cost of the training-health checks (on against off, alternating):
+    zoo benchmark-train --network ssd_mobilenetv2_stride8 --data-shape 192 --batch-size 8 \\
+        --steps 20 --rounds 7 --compare health
 
 """
 from zoo.bench.train import GLUONCV_RECIPES, TrainBenchmarkOptions, benchmark_train
@@ -41,11 +44,17 @@ def add_arguments(p):
     p.add_argument("--freeze", type=regex, default=None,
                    help="regular expression of our parameters kept fixed (GluonCV's recipe "
                         "trains its network's collect_train_params())")
-    p.add_argument("--compare", choices=("gluoncv", "none"), default="gluoncv",
-                   help="'none': time ours only")
+    p.add_argument("--compare", choices=("gluoncv", "health", "none"), default="gluoncv",
+                   help="'health': ours with the training-health checks off and on, "
+                        "alternating (their cost); 'none': time ours only")
 
 
 def run(args):
-    benchmark_train(options_from(TrainBenchmarkOptions, args,
-                                 compare=None if args.compare == "none" else args.compare))
+    options = options_from(TrainBenchmarkOptions, args,
+                           compare=None if args.compare == "none" else args.compare)
+    if options.compare == "health":
+        from zoo.bench.health import benchmark_health
+        benchmark_health(options)
+    else:
+        benchmark_train(options)
     return 0

@@ -1,12 +1,13 @@
 """``zoo plot-log``: plot the loss and validation mAP curves of a per-epoch training CSV log
-into a PNG, and print the PNG's path.
+into a PNG, with the warnings of the run's health record (``<prefix>-health.json`` beside
+``<prefix>-log.csv``) marked in their epochs, and print the PNG's path.
 
 Example:
     zoo plot-log output/train/ssd_mobilenetv2_stride8-log.csv
 """
 import os
 
-from zoo.inference.visualize import plot_training_log
+from zoo.inference.visualize import log_health_warnings, plot_training_log
 
 __all__ = ["add_arguments", "run"]
 
@@ -21,4 +22,8 @@ def run(args):
     output = args.output or os.path.splitext(args.csv)[0] + ".png"
     plot_training_log(args.csv, output)
     print(output)
+    health, warnings = log_health_warnings(args.csv)
+    if warnings:
+        print("%d health warning%s of %s marked" % (len(warnings), "" if len(warnings) == 1
+                                                      else "s", health))
     return 0

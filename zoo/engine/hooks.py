@@ -1,6 +1,7 @@
 """What the training loop (:class:`zoo.engine.trainer.Trainer`) does besides updating:
 divergence checks, validation, checkpoints, the CSV log, the progress bar and batch-norm
 averaging across workers. :func:`default_hooks` puts them in the order they must run."""
+import collections
 import contextlib
 import csv
 import glob
@@ -22,8 +23,11 @@ __all__ = ["CSVLog", "Checkpointer", "DivergenceCheck", "Hook", "LOG", "Progress
            "StatisticsAveraging", "Validation", "default_hooks", "last_checkpoint_note"]
 
 LOG = logging.getLogger("zoo.train")
-# A loss this many times the first one seen (or 1, if larger) counts as exploded.
+# A loss this many times the reference (or 1, if larger) counts as exploded: the median of
+# the last DIVERGENCE_WINDOW steps, or the trivial predictor's loss if lower (an absurd
+# first loss must not become the yardstick).
 DIVERGENCE_FACTOR = 1e3
+DIVERGENCE_WINDOW = 50
 
 
 def last_checkpoint_note(prefix):
@@ -92,8 +96,10 @@ class StatisticsAveraging(Hook):
 
 class DivergenceCheck(Hook):
     """Stops training with :class:`TrainingDiverged` on a NaN/inf loss, a loss a thousand
-    times the first one seen, or non-finite parameters at an epoch's end (checked before
-    any checkpoint of that epoch is written). ``prefix`` is where checkpoints go.
+    times the run's own (the median of its last steps, or the trivial predictor's loss
+    where the health checks measured a lower one; the first step is judged by those checks),
+    or non-finite parameters at an epoch's end (checked before any checkpoint of that epoch
+    is written). ``prefix`` is where checkpoints go.
 
     The message names as the last good checkpoint only one whose loss was evaluated and
     found sane: the first step of an epoch computes its loss with the parameters the
@@ -102,20 +108,31 @@ class DivergenceCheck(Hook):
 
     def __init__(self, prefix):
         self.prefix = prefix
-        self.first_loss = None
+        self.recent = collections.deque(maxlen=DIVERGENCE_WINDOW)
         self.good_epoch = None  # the newest checkpoint whose loss was evaluated sane
 
     def after_step(self, trainer, epoch, batch_index, losses):
         total = sum(losses.values())
-        if self.first_loss is None:
-            self.first_loss = total
-        if math.isfinite(total) and total <= DIVERGENCE_FACTOR * max(self.first_loss, 1.0):
+        reference = self.reference(trainer)
+        if math.isfinite(total) and (reference is None
+                                     or total <= DIVERGENCE_FACTOR * max(reference, 1.0)):
+            self.recent.append(total)
             if batch_index == 0 and epoch > 0:
                 self.good_epoch = epoch  # this step's loss was the checkpoint's of epoch
             return
         raise self.diverged("loss %s at epoch %d, batch %d (%s)" % (
-            "is not finite" if not math.isfinite(total) else "exploded to %.3g" % total,
+            "is not finite" if not math.isfinite(total) else
+            "exploded to %.3g, over %.3g (%gx the run's %.3g)" % (
+                total, DIVERGENCE_FACTOR * max(reference, 1.0), DIVERGENCE_FACTOR, reference),
             epoch + 1, batch_index + 1, ", ".join("%s %.4g" % kv for kv in losses.items())))
+
+    def reference(self, trainer):
+        """The loss an explosion is measured against (None at the first step)."""
+        if not self.recent:
+            return None
+        median = float(np.median(self.recent))
+        trivial = trainer.health.trivial_loss
+        return min(median, trivial) if trivial else median
 
     def after_epoch(self, trainer, epoch, row):
         # A full scan of the parameters per step would cost a device sync each; a bad update

@@ -312,9 +312,7 @@ class Trainer:
 
     def run_epoch(self, epoch):
         """One epoch of updates; returns its row (mean losses, speed, learning rate)."""
-        # Per-epoch seeds make the target operators' sampling identical after a resume.
-        np.random.seed((self.options.seed * 1000003 + epoch) % 2 ** 32)
-        mx.random.seed((self.options.seed * 1000003 + epoch) % 2 ** 31)
+        self.seed_epoch(epoch)
         totals = dict.fromkeys(self.model.loss_names, 0.0)
         samples, batches, start = 0, 0, time.time()
         for batch in self.loader.epoch(epoch):
@@ -335,6 +333,14 @@ class Trainer:
         LOG.info("epoch %d: %s", epoch + 1, ", ".join(
             "%s %.4g" % (k, v) for k, v in row.items() if k != "epoch"))
         return row
+
+    def seed_epoch(self, epoch):
+        """Seed the global generators for ``epoch``: per-epoch seeds make the target
+        operators' sampling identical after a resume. A hook that runs an extra forward pass
+        at an epoch's first step calls it again after, so that the step samples as it would
+        have without it."""
+        np.random.seed((self.options.seed * 1000003 + epoch) % 2 ** 32)
+        mx.random.seed((self.options.seed * 1000003 + epoch) % 2 ** 31)
 
     def data_batch(self, batch):
         """The module's batch of a loader's; a batch of another canvas shape than the last

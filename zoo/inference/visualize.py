@@ -1,6 +1,7 @@
 """Pictures: detections drawn on an image, and training curves from the per-epoch CSV log."""
 import colorsys
 import csv
+import json
 import os
 import threading
 
@@ -15,13 +16,15 @@ from zoo.inference.runner import Detections, label_names, rgb_image
 from zoo.errors import DataError
 
 __all__ = ["ENCODINGS", "class_color", "draw", "draw_boxes", "draw_detections", "encode_image",
-           "pixel_box", "plot_training_log", "save_image", "save_png"]
+           "log_health_warnings", "pixel_box", "plot_training_log", "save_image", "save_png"]
 
 FONT = cv2.FONT_HERSHEY_SIMPLEX
 # Stepping the hue by the golden ratio keeps the colours of neighbouring class ids apart.
 HUE_STEP = 0.618033988749895
 LABEL_PADDING = 2
 MAP_COLUMN = "val_map"
+LOG_SUFFIX = "-log.csv"
+"""A training run's CSV log is ``<prefix>-log.csv``."""
 ENCODINGS = {".jpg": ".jpg", ".jpeg": ".jpg", ".png": ".png", ".bmp": ".bmp", ".tif": ".tiff",
              ".tiff": ".tiff", ".webp": ".webp"}
 """File extension (any case): the encoding its file gets, so the bytes match the name."""
@@ -217,13 +220,50 @@ def plot_map(axes, rows, epochs):
     axes.set(xlabel="epoch", ylabel="mAP")
 
 
+def log_health_warnings(csv_path):
+    """``(path, warnings)``: the health record a training run wrote beside its CSV log
+    (``<prefix>-log.csv`` beside ``<prefix>-health.json``) and its warnings, each a dict with
+    ``check``, ``epoch`` (from 1; None: before training) and ``message``; ``(None, [])``
+    where there is none (a log of another name, or a run with ``--no-health``)."""
+    from zoo.engine.health.summary import health_path  # the engine loads MXNet's modules
+    name = str(csv_path)
+    if not name.endswith(LOG_SUFFIX):
+        return None, []
+    path = health_path(name[:-len(LOG_SUFFIX)])
+    try:
+        with open(path) as stream:
+            record = json.load(stream)
+    except (OSError, ValueError):
+        return None, []
+    found = record.get("warnings") if isinstance(record, dict) else None
+    return path, [w for w in found or () if isinstance(w, dict) and "check" in w]
+
+
+def mark_warnings(axes, warnings):
+    """A dashed red line per epoch that had health warnings, named by their checks, in the
+    middle of that epoch (epoch 0: before training)."""
+    checks = {}
+    for warning in warnings:
+        epoch = warning.get("epoch")
+        where = 0.0 if not isinstance(epoch, (int, float)) else epoch - 0.5
+        checks.setdefault(where, [])
+        if warning["check"] not in checks[where]:
+            checks[where].append(warning["check"])
+    for where, names in sorted(checks.items()):
+        axes.axvline(where, color="tab:red", linestyle="--", linewidth=1)
+        axes.text(where, 0.98, " " + ", ".join(names), color="tab:red", rotation=90,
+                  fontsize=7, ha="right", va="top", transform=axes.get_xaxis_transform())
+
+
 def plot_training_log(csv_path, png_path):
     """Write a PNG with the loss curves (left) and the validation mAP curve (right).
 
     ``csv_path`` is the per-epoch log: an ``epoch`` column, loss columns (``loss``
-    or ``*_loss``) and ``val_map``, empty on epochs without validation. Raises
-    FileNotFoundError if it is missing and ValueError if it has no ``epoch``
-    column, no rows or a cell that is not a number. Returns ``png_path``.
+    or ``*_loss``) and ``val_map``, empty on epochs without validation. The warnings of
+    the health record beside it (:func:`log_health_warnings`) are marked on both curves,
+    in the epoch they came in. Raises FileNotFoundError if it is missing and ValueError if
+    it has no ``epoch`` column, no rows or a cell that is not a number. Returns
+    ``png_path``.
     """
     rows = read_log_rows(csv_path)
     epochs = log_column(rows, "epoch")
@@ -232,7 +272,9 @@ def plot_training_log(csv_path, png_path):
     loss_axes, map_axes = figure.subplots(1, 2, sharex=True)
     plot_losses(loss_axes, rows, epochs)
     plot_map(map_axes, rows, epochs)
+    warnings = log_health_warnings(csv_path)[1]
     for axes in (loss_axes, map_axes):
+        mark_warnings(axes, warnings)
         axes.grid(alpha=0.3)
         axes.xaxis.set_major_locator(MaxNLocator(integer=True))
     figure.suptitle(os.path.basename(str(csv_path)))

@@ -15,6 +15,9 @@ from zoo.data import DetectionLoader, train_transform
 from zoo.distributed.cluster import create_dist_kvstore, is_distributed
 from zoo.engine.health import census
 from zoo.engine.health.first_batch import FirstBatch, picture_path
+from zoo.engine.health.batches import BatchRepeatCheck
+from zoo.engine.health.dynamics import LossDynamicsCheck
+from zoo.engine.health.loss import InitialLossCheck
 from zoo.engine.health.report import HealthReport
 from zoo.engine.health.summary import HealthSummary
 from zoo.engine.hooks import default_hooks, last_checkpoint_note
@@ -148,6 +151,7 @@ def health_checks(options, prefix, train_set, val_set, model):
     if options.health:
         checks.append(FirstBatch(model, train_set, str(data_split(options, options.train_split)),
                                  options.output_dir))
+        checks += [InitialLossCheck(), BatchRepeatCheck(), LossDynamicsCheck()]
     return checks + [HealthSummary(prefix)]
 
 

@@ -23,6 +23,9 @@ class HealthReport:
         self.checks = {}      # check -> {"status", "detail"}, in the order first reported
         self.warnings = []    # {"check", "epoch", "message"}
         self.pictures = []
+        # The loss of the trivial predictor on the run's first batch, once the initial-loss
+        # check measured it: the yardstick of spikes and of the divergence check.
+        self.trivial_loss = None
 
     def result(self, check, status, detail=""):
         if status not in STATUSES:
