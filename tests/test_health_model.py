@@ -5,6 +5,7 @@ each failure injected through ``zoo train`` on COCO files and PNG images the tes
 Most runs train a two-map SSD at 64 pixels (a YAML config on ssd_mobilenetv2_stride8, the
 user's own route), a few milliseconds a step, to tell a square from a bar."""
 import csv
+import hashlib
 import json
 import logging
 import os
@@ -17,7 +18,6 @@ import pytest
 from PIL import Image
 
 import symbols.ssd
-from zoo import artifact
 from zoo.cli import main
 from zoo.engine.health.reference import swapped_classes
 from zoo.errors import HealthWarning
@@ -164,7 +164,8 @@ def reset_statistics(prefix, epoch, folder):
     meta_path = "%s-%04d.json" % (copy, epoch)
     with open(meta_path) as stream:
         meta = json.load(stream)
-    meta["params_sha256"] = artifact._sha256("%s-%04d.params" % (copy, epoch))
+    with open("%s-%04d.params" % (copy, epoch), "rb") as stream:
+        meta["params_sha256"] = hashlib.sha256(stream.read()).hexdigest()
     with open(meta_path, "w") as stream:
         json.dump(meta, stream)
     return copy
@@ -173,15 +174,16 @@ def reset_statistics(prefix, epoch, folder):
 def test_healthy_checks_and_a_twin_reference_are_silent_and_change_no_parameter(
         data, source, tmp_path):
     """A fine-tune whose source statistics fit, checked against its twin run without the
-    checks: no warning, the same checkpoint."""
+    checks: no warning, and the same checkpoint after an epoch trained after the checks."""
     prefix, _, _ = source
-    fine_tune = ["--init-from", prefix, "--epochs", "1", "--val-split", "", "--lr", "0.001"]
+    fine_tune = ["--init-from", prefix, "--epochs", "2", "--val-split", "", "--lr", "0.001"]
     assert train(data, tmp_path / "off", *fine_tune, "--no-health", network=False) == (0, [])
     twin = str(tmp_path / "off" / "tiny-log.csv")
     assert train(data, tmp_path / "on", *fine_tune, "--reference", twin, network=False) == (0, [])
     checks = health(str(tmp_path / "on" / "tiny"))["checks"]
     assert checks["batchnorm"]["status"] == checks["reference"]["status"] == "ok"
-    off, on = params_of(str(tmp_path / "off" / "tiny"), 1), params_of(str(tmp_path / "on" / "tiny"), 1)
+    off = params_of(str(tmp_path / "off" / "tiny"), 2)
+    on = params_of(str(tmp_path / "on" / "tiny"), 2)
     assert set(off) == set(on)
     for name in off:
         np.testing.assert_array_equal(on[name], off[name], err_msg=name)
@@ -280,6 +282,20 @@ def test_reference_warns_once_a_figure_at_the_epoch_this_run_falls_behind(source
         first = next(csv.DictReader(stream))
     assert loss.startswith("reference: epoch 1: loss %.4g " % (
         float(first["cls_loss"]) + float(first["box_loss"])))
+
+
+def test_reference_logs_that_cannot_be_compared_are_refused_in_one_line(data, tmp_path,
+                                                                      capsys):
+    other = write_log(str(tmp_path / "other.csv"), [{"epoch": 1, "rpn_cls_loss": 0.3}])
+    for flags, message in (
+            (["--reference", str(tmp_path / "none")], "--reference %s: no such CSV log; name "
+             "a run's <prefix>-log.csv (or its prefix, or its folder)" % (tmp_path / "none")),
+            (["--reference", other], "--reference %s: neither this model's losses (cls_loss, "
+             "box_loss) nor val_map among its columns (epoch, rpn_cls_loss)" % other),
+            (["--reference", other, "--no-health"], "--reference %s compares through the "
+             "health checks: drop --no-health" % other)):
+        assert train(data, tmp_path / "out", "--epochs", "1", *flags) == (1, [])
+        assert capsys.readouterr().err.strip().splitlines()[-1] == "zoo train: error: " + message
 
 
 def test_a_healthy_run_on_the_embedded_shapes_warns_nothing(shapes, tmp_path):

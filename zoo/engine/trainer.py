@@ -168,9 +168,9 @@ def check_lr_steps(lr_steps):
 class TrainerOptions:
     """How to train: ``ctx`` is ``"cpu"`` or ``"gpu0,1,..."``; ``batch_size`` the samples of
     one step of this process (the loader's), split over its devices; ``freeze`` a regular
-    expression of parameter names to keep fixed; ``freeze_bn`` one of BatchNorm layer names
-    that normalise with their running statistics in training too, statistics, scale and
-    shift all fixed (a frozen batch norm); ``memory_saving`` recomputes activations in
+    expression of parameter names to keep fixed; ``freeze_bn`` one of the names of BatchNorm
+    layers that normalise with their running statistics in training too, with statistics,
+    scale and shift all fixed (a frozen batch norm); ``memory_saving`` recomputes activations in
     backward (:mod:`zoo.engine.memory`); ``seed`` the initialisation and per-epoch seed."""
     epochs: int
     batch_size: int

@@ -3,11 +3,10 @@ as one worker of a parameter-server cluster (``dist_*`` kvstores, started by ``z
 open the datasets, build the model, the augmentation and the loader, and run
 :class:`zoo.engine.trainer.Trainer` with the default hooks."""
 import contextlib
-import dataclasses
 import logging
 import os
 import shlex
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Optional, Tuple
 
 from zoo import artifact, runlock
@@ -172,9 +171,8 @@ def make_overfit_trainer(options, kvstore=None):
         skip_bad=options.skip_bad), options.overfit_batch)
     hooks = [DivergenceCheck(os.path.join(options.output_dir, model.name)),
              OverfitCheck(loader)] + ([ProgressBar()] if options.progress else [])
-    return Trainer(model, loader, dataclasses.replace(trainer_options(options), epochs=1),
-                   dataclasses.replace(optimizer_options(options), wd=0.0, lr_steps=(),
-                                       warmup_epochs=0.0),
+    return Trainer(model, loader, replace(trainer_options(options), epochs=1),
+                   replace(optimizer_options(options), wd=0.0, lr_steps=(), warmup_epochs=0.0),
                    hooks=hooks, initial_params=initial_params(options, model),
                    health=HealthReport())
 

@@ -22,7 +22,7 @@ from zoo.data.conventions import pixel_offset
 from zoo.engine.hooks import Hook, Validation
 from zoo.errors import DataError, OptionsError
 from zoo.inference.evaluation import in_pixels
-from zoo.inference.visualize import is_loss_column, log_column, read_log_rows
+from zoo.inference.visualize import log_column, read_log_rows
 
 __all__ = ["ConfusionMatrix", "LOSS_BAND", "MAP_BAND", "MAP_FLOOR", "ReferenceCheck",
            "confusion_matrix", "confusion_path", "reference_log", "swapped_classes"]
