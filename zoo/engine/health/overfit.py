@@ -57,25 +57,29 @@ class OverfitCheck(Hook):
     :class:`OverfitFailed` at the epoch's end. ``summary`` is the outcome's line."""
 
     def __init__(self, loader):
-        self.loader, self.losses, self.summary = loader, [], None
+        self.loader, self.steps, self.summary = loader, [], None
+
+    @property
+    def losses(self):
+        """Each step's total loss."""
+        return [sum(step.values()) for step in self.steps]
 
     def after_step(self, trainer, epoch, batch_index, losses):
-        self.losses.append(sum(losses.values()))
+        self.steps.append(dict(losses))
         if self.passed():
             self.loader.finish()
 
     def passed(self):
-        recent = self.losses[-WINDOW:]
-        return (len(self.losses) > WINDOW and self.losses[0] > 0
-                and sum(recent) / len(recent) < FRACTION * self.losses[0])
+        losses = self.losses
+        return (len(losses) > WINDOW and losses[0] > 0
+                and recent_mean(losses) < FRACTION * losses[0])
 
     def after_epoch(self, trainer, epoch, row):
-        recent = self.losses[-WINDOW:]
-        figures = ("the loss went from %.4g to %.4g (%.1f%% of its start; mean of the last "
-                   "%d steps) in %d steps on one batch of %d images" % (
-                       self.losses[0], sum(recent) / len(recent),
-                       100 * sum(recent) / len(recent) / self.losses[0] if self.losses[0]
-                       else 0.0, len(recent), len(self.losses), self.loader.batch_size))
+        if self.steps and self.losses[0] == 0:
+            raise OverfitFailed("--overfit-batch: the loss of the first step is 0: the batch "
+                                "of the first %d images of the training split gives the model "
+                                "nothing to learn (no object?)" % self.loader.batch_size)
+        figures = self.figures()
         if not self.passed():
             raise OverfitFailed(
                 "--overfit-batch: %s, not below %d%% of its start: a model that cannot "
@@ -84,3 +88,20 @@ class OverfitCheck(Hook):
         self.summary = "overfit-batch passed: %s" % figures
         trainer.health.result(CHECK, "ok", figures)
         LOG.info("%s", self.summary)
+
+    def figures(self):
+        """``the loss went from X to Y (Z% of its start; ...; each loss's start and end) in
+        N steps on one batch of B images``."""
+        losses = self.losses
+        terms = ", ".join("%s %.3g to %.3g" % (name, self.steps[0][name], recent_mean(
+            [step[name] for step in self.steps])) for name in self.steps[0])
+        return ("the loss went from %.4g to %.4g (%.1f%% of its start; mean of the last %d "
+                "steps; %s) in %d steps on one batch of %d images" % (
+                    losses[0], recent_mean(losses), 100 * recent_mean(losses) / losses[0],
+                    min(WINDOW, len(losses)), terms, len(losses), self.loader.batch_size))
+
+
+def recent_mean(values):
+    """The mean of the last :data:`WINDOW` values."""
+    recent = values[-WINDOW:]
+    return sum(recent) / len(recent)
