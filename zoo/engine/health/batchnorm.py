@@ -39,13 +39,13 @@ FACTOR_LIMIT = 5.0
 NEGLIGIBLE_LOSS = 1e-3
 """A loss this small in both modes (no positive anchor in the batches) is not compared."""
 MIN_STEPS = 50
-"""Updates a run started from the initialiser makes before the check may warn: running
-statistics start at mean 0 and variance 1 and forget them slowly (at momentum 0.9, their
-initial values still weigh 12% after 20 updates, 0.5% after 50), while some layers'
-variances are far smaller (depthwise convolutions'). A healthy ssd_mobilenetv2_stride8 at
-192 pixels, batch 8: worst layer 40x off after 20 updates, 5.3x after 40, 1.5x after 60,
-1.2x after 80 (eval/train loss 1.12x). A run from an artifact (--init-from, --resume)
-starts from statistics that should fit."""
+"""Updates a run makes before the check may warn: running statistics follow the batches
+slowly (at momentum 0.9, their values of 20 updates ago still weigh 12%, of 50 updates ago
+0.5%), and start far from some layers' (the initialiser's variance 1 against depthwise
+convolutions' 0.005; a source artifact's, fitted to other data or trained briefly). A
+healthy ssd_mobilenetv2_stride8 from the initialiser at 192 pixels, batch 8: worst layer
+40x off after 20 updates, 5.3x after 40, 1.5x after 60, 1.2x after 80 (eval/train loss
+1.12x)."""
 
 
 def batchnorm_path(prefix):
@@ -57,8 +57,8 @@ class BatchNormCheck(Hook):
     """The check (see the module), every ``interval`` epochs and after the last one: one
     warning, the first time a loss is :data:`LOSS_RATIO_LIMIT` times larger in eval mode or
     more and the layer whose running statistics are furthest from its batches' is
-    :data:`FACTOR_LIMIT` off or more (after :data:`MIN_STEPS` updates of a run from the
-    initialiser), naming that layer."""
+    :data:`FACTOR_LIMIT` off or more (after :data:`MIN_STEPS` updates of the run), naming
+    that layer."""
     only_rank0 = True
 
     def __init__(self, prefix, interval=1, batches=BATCHES):
@@ -93,9 +93,8 @@ class BatchNormCheck(Hook):
         detail = "%s on %d batches, worst layer %s %.2fx off" % (
             "eval/train %s %.2fx" % (score.loss, score.ratio) if score.loss
             else "no loss to compare", len(self.batches), worst.name, worst.factor)
-        fresh = trainer.resumed is None and trainer.initial_params is None
         if (score.ratio < LOSS_RATIO_LIMIT or worst.factor < FACTOR_LIMIT
-                or (fresh and self.steps < MIN_STEPS)):
+                or self.steps < MIN_STEPS):
             trainer.health.result(CHECK, "ok", detail)
         elif not self.warned:
             self.warned = True
