@@ -124,9 +124,9 @@ def warning(score, batches, prefix):
             "statistics) than in train mode (batch statistics): %s %.4g against %.4g; "
             "worst layer %s, whose running statistics are %.2fx off its batches' (mean "
             "shift %.2f standard deviations, variance %.3gx); figures per layer in %s. "
-            "Running statistics that were not loaded or never update (a BatchNorm momentum "
-            "of 1, an --init-from source without them) are the usual cause; --freeze-bn "
-            "trains with fixed ones" % (
+            "Statistics that never or hardly update (a BatchNorm momentum of 1 or near it) "
+            "or that come from another model (a converted or --init-from source) are the "
+            "usual causes; --freeze-bn trains with fixed ones" % (
                 batches, score.ratio, score.loss, score.eval_losses[score.loss],
                 score.train_losses[score.loss], worst.name,
                 worst.factor, worst.shift, worst.variance_ratio, batchnorm_path(prefix)))
