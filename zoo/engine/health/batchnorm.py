@@ -39,7 +39,7 @@ FACTOR_LIMIT = 5.0
 NEGLIGIBLE_LOSS = 1e-3
 """A loss this small in both modes (no positive anchor in the batches) is not compared."""
 MIN_STEPS = 50
-"""Updates a run makes before the check may warn: running statistics follow the batches
+"""Updates a run makes before the check runs: running statistics follow the batches
 slowly (at momentum 0.9, their values of 20 updates ago still weigh 12%, of 50 updates ago
 0.5%), and start far from some layers' (the initialiser's variance 1 against depthwise
 convolutions' 0.005; a source artifact's, fitted to other data or trained briefly). A
@@ -54,10 +54,10 @@ def batchnorm_path(prefix):
 
 
 class BatchNormCheck(Hook):
-    """The check (see the module), every ``interval`` epochs and after the last one: one
-    warning, the first time a loss is :data:`LOSS_RATIO_LIMIT` times larger in eval mode or
-    more and the layer whose running statistics are furthest from its batches' is
-    :data:`FACTOR_LIMIT` off or more (after :data:`MIN_STEPS` updates of the run), naming
+    """The check (see the module), every ``interval`` epochs and after the last one once the
+    run has made :data:`MIN_STEPS` updates: one warning, the first time a loss is
+    :data:`LOSS_RATIO_LIMIT` times larger in eval mode or more and the layer whose running
+    statistics are furthest from its batches' is :data:`FACTOR_LIMIT` off or more, naming
     that layer."""
     only_rank0 = True
 
@@ -86,6 +86,11 @@ class BatchNormCheck(Hook):
         if not layers:
             trainer.health.result(CHECK, "off", "no BatchNorm layer")
             return None
+        if self.steps < MIN_STEPS:
+            # It could not warn yet: its forward passes would cost short runs for nothing.
+            trainer.health.result(CHECK, "not run", "from update %d on, this run has made %d"
+                                  % (MIN_STEPS, self.steps))
+            return None
         arg_params, aux_params = trainer.params()
         score = score_batches(trainer, symbol, layers, self.batches, arg_params, aux_params)
         self._write(epoch, score)
@@ -93,8 +98,7 @@ class BatchNormCheck(Hook):
         detail = "%s on %d batches, worst layer %s %.2fx off" % (
             "eval/train %s %.2fx" % (score.loss, score.ratio) if score.loss
             else "no loss to compare", len(self.batches), worst.name, worst.factor)
-        if (score.ratio < LOSS_RATIO_LIMIT or worst.factor < FACTOR_LIMIT
-                or self.steps < MIN_STEPS):
+        if score.ratio < LOSS_RATIO_LIMIT or worst.factor < FACTOR_LIMIT:
             trainer.health.result(CHECK, "ok", detail)
         elif not self.warned:
             self.warned = True

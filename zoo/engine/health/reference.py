@@ -22,7 +22,6 @@ from zoo.data.conventions import pixel_offset
 from zoo.engine.hooks import Hook, Validation
 from zoo.errors import DataError, OptionsError
 from zoo.inference.evaluation import in_pixels
-from zoo.inference.visualize import log_column, read_log_rows
 
 __all__ = ["ConfusionMatrix", "LOSS_BAND", "MAP_BAND", "MAP_FLOOR", "ReferenceCheck",
            "confusion_matrix", "confusion_path", "reference_log", "swapped_classes"]
@@ -64,6 +63,8 @@ class ReferenceCheck(Hook):
     only_rank0 = True
 
     def __init__(self, path, loss_names):
+        # The log readers' module plots with matplotlib: loaded only when there is a log.
+        from zoo.inference.visualize import log_column, read_log_rows
         self.path, self.loss_names = path, tuple(loss_names)
         try:
             rows = read_log_rows(path)
