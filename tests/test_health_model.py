@@ -107,7 +107,7 @@ def write_log(path, rows):
 
 @pytest.fixture(scope="module")
 def source(data, tmp_path_factory):
-    """A run from the initialiser trained 64 steps on the swapped annotations and validated
+    """A run from the initialiser trained 128 steps on the swapped annotations and validated
     on the right ones, against a published log far ahead of it: ``(its prefix, its health
     warnings, the published log)``."""
     output = tmp_path_factory.mktemp("source")
@@ -115,7 +115,8 @@ def source(data, tmp_path_factory):
         {"epoch": epoch, "lr": 0.02, "samples_per_sec": 100, "cls_loss": 0.2,
          "box_loss": 0.3, "val_map": 0.95 if epoch == 4 else ""} for epoch in range(1, 5)])
     status, caught = train(data, output, "--train-split", "swapped", "--epochs", "4",
-                           "--val-interval", "4", "--lr", "0.02", "--reference", published)
+                           "--val-interval", "4", "--lr", "0.02", "--batch-size", "2",
+                           "--reference", published)
     assert status == 0
     return str(output / "tiny"), caught, published
 
@@ -140,7 +141,7 @@ def test_swapped_annotations_show_in_the_confusion_matrix_and_warn(source):
     assert counts[:2].sum() == 20                                        # every object
     assert os.path.getsize(prefix + "-confusion.png") > 0
     assert health(prefix)["pictures"] == [prefix + "-confusion.png"]
-    # The batch norms of this healthy run, past the first 50 updates, raised nothing.
+    # The batch norms of this healthy run, checked after its 128 updates, raised nothing.
     assert health(prefix)["checks"]["batchnorm"]["status"] == "ok"
 
 
@@ -200,8 +201,8 @@ def test_running_statistics_left_at_their_initial_values_warn_naming_the_layer(
     prefix, _, _ = source
     reset = reset_statistics(prefix, 4, str(tmp_path / "source"))
     monkeypatch.setattr(symbols.layers, "BN_MOMENTUM", 1.0)
-    status, caught = train(data, tmp_path / "reset", "--init-from", reset, "--epochs", "2",
-                           "--val-interval", "2", "--val-split", "", "--lr", "0.001",
+    status, caught = train(data, tmp_path / "reset", "--init-from", reset, "--epochs", "4",
+                           "--val-interval", "4", "--val-split", "", "--lr", "0.001",
                            "--train-split", "swapped", "--batch-size", "2", network=False)
     assert status == 0
     (message,) = caught
@@ -320,4 +321,4 @@ def test_a_healthy_run_on_the_embedded_shapes_warns_nothing(shapes, tmp_path):
     assert checks["confusion"]["status"] == "ok" and os.path.exists(prefix + "-confusion.csv")
     # Two updates: the batch norms' statistics cannot be judged yet.
     assert checks["batchnorm"] == {"status": "not run",
-                                   "detail": "from update 50 on, this run has made 2"}
+                                   "detail": "from update 100 on, this run has made 2"}

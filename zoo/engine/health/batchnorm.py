@@ -38,11 +38,12 @@ FACTOR_LIMIT = 5.0
 :class:`LayerScore`): both together make the warning."""
 NEGLIGIBLE_LOSS = 1e-3
 """A loss this small in both modes (no positive anchor in the batches) is not compared."""
-MIN_STEPS = 50
-"""Updates a run makes before the check runs: running statistics follow the batches
-slowly (at momentum 0.9, their values of 20 updates ago still weigh 12%, of 50 updates ago
-0.5%), and start far from some layers' (the initialiser's variance 1 against depthwise
-convolutions' 0.005; a source artifact's, fitted to other data or trained briefly). A
+MIN_STEPS = 100
+"""Updates a run makes before the check runs: running statistics follow the batches slowly
+(at momentum 0.9, the values of n updates ago weigh 0.9^n: 12% after 20, 0.5% after 50,
+0.003% after 100) from a start far from some layers' (the initialiser's variance 1 against
+0.0004 in MobileNetV2's last depthwise convolutions, whose statistics are then still 14x
+off after 50 updates; a source artifact's, fitted to other data or trained briefly). A
 healthy ssd_mobilenetv2_stride8 from the initialiser at 192 pixels, batch 8: worst layer
 40x off after 20 updates, 5.3x after 40, 1.5x after 60, 1.2x after 80 (eval/train loss
 1.12x)."""
@@ -66,6 +67,8 @@ class BatchNormCheck(Hook):
         self.batches, self.steps, self.rows, self.warned = [], 0, [], False
 
     def before_train(self, trainer):
+        if not trainer.options.freeze:
+            return
         note = freeze_note(trainer.model.train_symbol(), trainer.options)
         if note:
             LOG.info("note: %s", note)
