@@ -5,11 +5,14 @@ creates from it, so a graph never contains MXNet's auto-generated names
 (``_plus3``, ``convolution12``), which shift with how many symbols were built
 earlier in the same process.
 """
+import json
+
 import mxnet as mx
 
-__all__ = ["BN_EPS", "BN_MOMENTUM", "StrictNameManager", "add", "batchnorm", "classifier_head",
-           "concat", "constant", "conv", "conv_bn", "dense", "gather_rows", "nms", "pool", "relu",
-           "relu6", "scalar", "smooth_l1_loss"]
+__all__ = ["BN_EPS", "BN_MOMENTUM", "BatchNormLayer", "StrictNameManager", "add", "batchnorm",
+           "batchnorm_layers", "classifier_head", "concat", "constant", "conv", "conv_bn",
+           "dense", "gather_rows", "global_stats_batchnorm", "nms", "pool", "relu", "relu6",
+           "scalar", "smooth_l1_loss"]
 
 BN_EPS = 1e-5
 BN_MOMENTUM = 0.9
@@ -58,6 +61,47 @@ def dense(data, name, units, weight_init=None):
 def batchnorm(data, name, eps=BN_EPS):
     """Batch normalisation with a learnable scale (MXNet's default fixes gamma to 1)."""
     return mx.sym.BatchNorm(data=data, name=name, fix_gamma=False, eps=eps, momentum=BN_MOMENTUM)
+
+
+class BatchNormLayer:
+    """One BatchNorm operator of a graph: its ``name``, its parameters (``gamma``, ``beta``)
+    and running statistics (``moving_mean``, ``moving_var``) by name, and its ``axis``,
+    ``eps``, ``momentum``, ``fix_gamma`` and ``use_global_stats`` (MXNet's defaults where
+    the graph leaves them out)."""
+
+    def __init__(self, node, nodes):
+        attrs = node.get("attrs", {})
+        self.name = node["name"]
+        self.gamma, self.beta, self.moving_mean, self.moving_var = (
+            nodes[entry[0]]["name"] for entry in node["inputs"][1:5])
+        self.axis = int(attrs.get("axis", 1))
+        self.eps = float(attrs.get("eps", 1e-3))
+        self.momentum = float(attrs.get("momentum", 0.9))
+        self.fix_gamma = attrs.get("fix_gamma", "True") == "True"
+        self.use_global_stats = attrs.get("use_global_stats", "False") == "True"
+
+    def input_of(self, symbol):
+        """The symbol of what this layer normalises, in ``symbol`` (the graph it is of)."""
+        return symbol.get_internals()[self.name + "_output"].get_children()[0]
+
+
+def batchnorm_layers(symbol):
+    """The :class:`BatchNormLayer` of every BatchNorm operator of ``symbol``, in graph order."""
+    nodes = json.loads(symbol.tojson())["nodes"]
+    return [BatchNormLayer(node, nodes) for node in nodes if node["op"] == "BatchNorm"]
+
+
+def global_stats_batchnorm(symbol, names):
+    """``symbol`` with the BatchNorm operators ``names`` normalising by their running
+    statistics in training too (``use_global_stats``), which then never change: frozen
+    batch norms, as GluonCV's and Detectron2's FrozenBN (whose scale and shift the trainer
+    keeps fixed)."""
+    names = set(names)
+    graph = json.loads(symbol.tojson())
+    for node in graph["nodes"]:
+        if node["op"] == "BatchNorm" and node["name"] in names:
+            node.setdefault("attrs", {})["use_global_stats"] = "True"
+    return mx.sym.load_json(json.dumps(graph))
 
 
 def relu(data, name):

@@ -79,6 +79,13 @@ def add_arguments(p):
     p.add_argument("--freeze", type=regex, default="",
                    help="regular expression of parameter names to keep fixed, e.g. "
                         "'^conv1_|^stage1_'")
+    p.add_argument("--freeze-bn", type=regex, nargs="?", const=".", metavar="REGEX",
+                   default=TrainOptions.freeze_bn,
+                   help="frozen batch norm (GluonCV's and Detectron2's FrozenBN) for the "
+                        "BatchNorm layers whose name matches REGEX (all without one): they "
+                        "normalise with their running statistics in training too, and "
+                        "statistics, scale and shift all stay fixed; for fine-tuning from "
+                        "an artifact whose statistics fit the data")
     p.add_argument("--resume", default="", metavar="PREFIX|auto",
                    help="artifact prefix to continue from, or 'auto' for this run's own")
     p.add_argument("--init-from", default="", metavar="PREFIX",
@@ -104,6 +111,16 @@ def add_arguments(p):
     p.add_argument("--no-health", dest="health", action="store_false",
                    help="turn the training-health checks off (see the README's \"When "
                         "training goes wrong\"); the run then prints no health warning")
+    p.add_argument("--reference", default=TrainOptions.reference, metavar="RUN",
+                   help="compare each epoch's loss and validation mAP with those of another "
+                        "run (its CSV log as zoo train writes it, its artifact prefix or "
+                        "folder) and warn when this one falls behind by more than a band")
+    p.add_argument("--overfit-batch", type=positive_int, default=TrainOptions.overfit_batch,
+                   metavar="STEPS",
+                   help="sanity mode: train up to STEPS steps on one fixed batch (the first "
+                        "--batch-size images of the training split, no augmentation, no weight "
+                        "decay, no lr schedule, no checkpoint) and pass once the loss is below "
+                        "10%% of its start, else fail naming the loss it reached")
     add_progress_flag(p)
 
 
@@ -113,7 +130,9 @@ def run(args):
         return report("train", "one of the arguments --network --init-from is required", 2)
     options = options_from(TrainOptions, args)
     result = train(options)
-    if result.worker_log:
+    if result.overfit:
+        print(result.overfit)
+    elif result.worker_log:
         print("worker rank %d: log in %s" % (result.rank, os.path.abspath(result.worker_log)))
     else:
         print("checkpoints and log in %s" % os.path.abspath(args.output_dir))

@@ -14,7 +14,7 @@ import numpy as np
 
 from zoo import artifact
 from zoo.errors import DataError
-from zoo.inference.evaluation import evaluate_voc
+from zoo.inference.evaluation import predict, voc_scores
 from zoo.engine import module_adapter
 from zoo.engine.trainer import OutputFolderInUse, TrainingDiverged, TrainingError
 from zoo.progress import progress_bar
@@ -161,7 +161,10 @@ class DivergenceCheck(Hook):
 
 class Validation(Hook):
     """VOC07 mAP on ``dataset`` every ``interval`` epochs and after the last one, as the
-    row's ``val_map``; batches as in training, decoded by the loader's threads.
+    row's ``val_map``; batches as in training, decoded by the loader's threads. The hooks
+    after it find the epoch's detections in ``detections`` (one array of rows ``[class,
+    score, x1, y1, x2, y2]`` normalised to the image per image of ``dataset``, None on an
+    epoch without validation).
 
     A validation image that cannot be read stops training only once the epoch's other
     hooks have run (see :meth:`Trainer.stop`): the epoch's checkpoint is still written."""
@@ -171,20 +174,24 @@ class Validation(Hook):
         if interval < 1:
             raise ValueError("validation interval must be >= 1, got %d" % interval)
         self.dataset, self.interval = dataset, interval
+        self.detections = None
 
     def after_epoch(self, trainer, epoch, row):
+        self.detections = None
         if (epoch + 1) % self.interval and epoch + 1 != trainer.options.epochs:
             return None
         arg_params, aux_params = trainer.params()
         try:
-            result = evaluate_voc(trainer.model, arg_params, aux_params, self.dataset,
-                                  batch_size=trainer.options.batch_size,
-                                  num_workers=trainer.loader.num_workers, progress=False)
+            detections = predict(trainer.model, arg_params, aux_params, self.dataset,
+                                 batch_size=trainer.options.batch_size,
+                                 num_workers=trainer.loader.num_workers, progress=False)
+            result = voc_scores(self.dataset, detections)
         except DataError as err:
             trainer.stop(TrainingError("validation after epoch %d failed, training stopped "
                                        "once the epoch was saved: %s" % (epoch + 1, err)))
             return None
         val_map = result["voc07"]["mAP"]
+        self.detections = detections
         LOG.info("epoch %d: validation VOC07 mAP %.4f", epoch + 1, val_map)
         return {"val_map": val_map}
 

@@ -22,6 +22,7 @@ from typing import Optional
 import mxnet as mx
 import numpy as np
 
+from symbols.layers import batchnorm_layers, global_stats_batchnorm
 from zoo import artifact
 from zoo.distributed.cluster import ClusterError, is_distributed, is_synchronous
 from zoo.errors import OptionsError
@@ -33,7 +34,8 @@ from zoo.signals import stop_signals
 
 __all__ = ["LOG", "OPTIMIZERS", "OptimizerOptions", "OutputFolderInUse", "Trainer",
            "TrainerOptions", "TrainingDiverged", "TrainingError", "TrainingInterrupted",
-           "bind_training_module", "contexts", "frozen_params", "lr_scheduler"]
+           "bind_training_module", "contexts", "frozen_batchnorm", "frozen_params",
+           "lr_scheduler"]
 
 LOG = logging.getLogger("zoo.train")
 OPTIMIZERS = ("sgd", "nag", "adam", "rmsprop")
@@ -91,6 +93,15 @@ def frozen_params(arg_names, pattern):
     return [name for name in arg_names if regex.search(name)]
 
 
+def frozen_batchnorm(symbol, pattern):
+    """The :class:`~symbols.layers.BatchNormLayer` of ``symbol`` whose name matches the
+    regular expression ``pattern`` (None: none)."""
+    if not pattern:
+        return []
+    regex = re.compile(pattern)
+    return [layer for layer in batchnorm_layers(symbol) if regex.search(layer.name)]
+
+
 def model_parameters(symbol, input_names):
     """The names of ``symbol``'s parameters (its arguments but inputs and labels)."""
     return [name for name in symbol.list_arguments()
@@ -137,8 +148,10 @@ def check_lr_steps(lr_steps):
 class TrainerOptions:
     """How to train: ``ctx`` is ``"cpu"`` or ``"gpu0,1,..."``; ``batch_size`` the samples of
     one step of this process (the loader's), split over its devices; ``freeze`` a regular
-    expression of parameter names to keep fixed; ``memory_saving`` recomputes activations
-    in backward (:mod:`zoo.engine.memory`); ``seed`` the initialisation and per-epoch seed."""
+    expression of parameter names to keep fixed; ``freeze_bn`` one of the names of BatchNorm
+    layers that normalise with their running statistics in training too, with statistics,
+    scale and shift all fixed (a frozen batch norm); ``memory_saving`` recomputes activations in
+    backward (:mod:`zoo.engine.memory`); ``seed`` the initialisation and per-epoch seed."""
     epochs: int
     batch_size: int
     ctx: str = "cpu"
@@ -146,18 +159,20 @@ class TrainerOptions:
     freeze: Optional[str] = None
     memory_saving: bool = False
     seed: int = 0
+    freeze_bn: Optional[str] = None
 
     def __post_init__(self):
         contexts(self.ctx)
         if self.epochs < 1 or self.batch_size < 1:
             raise ValueError("epochs and batch_size must be >= 1, got %d and %d"
                              % (self.epochs, self.batch_size))
-        if self.freeze:
+        for name in ("freeze", "freeze_bn"):
+            pattern = getattr(self, name)
             try:
-                re.compile(self.freeze)
+                re.compile(pattern or "")
             except re.error as err:
-                raise ValueError("freeze %r is not a regular expression: %s"
-                                 % (self.freeze, err)) from None
+                raise ValueError("%s %r is not a regular expression: %s"
+                                 % (name, pattern, err)) from None
 
 
 @dataclass(frozen=True)
@@ -362,13 +377,25 @@ class Trainer:
     # -- building and starting --------------------------------------------------------------
 
     def build_module(self):
-        """The training graph bound on this run's devices, frozen parameters fixed."""
+        """The training graph bound on this run's devices, frozen parameters fixed, frozen
+        batch norms normalising with their running statistics."""
         shapes = self.model.train_input_shapes(self.options.batch_size, self.loader.max_objects)
-        symbol = self.model.train_symbol()
-        fixed = frozen_params(symbol.list_arguments(), self.options.freeze)
+        symbol, fixed = self.training_symbol()
         if self.options.memory_saving:
             symbol = memory_saving_symbol(symbol, shapes, fixed)
         return bind_training_module(symbol, self.input_names, shapes, self.options.ctx, fixed)
+
+    def training_symbol(self):
+        """``(symbol, fixed parameter names)``: the model's training graph with the
+        ``freeze_bn`` layers frozen, and the parameters ``freeze`` and ``freeze_bn`` fix."""
+        symbol = self.model.train_symbol()
+        fixed = frozen_params(symbol.list_arguments(), self.options.freeze)
+        layers = frozen_batchnorm(symbol, self.options.freeze_bn)
+        if layers:
+            symbol = global_stats_batchnorm(symbol, [layer.name for layer in layers])
+            fixed += [name for layer in layers for name in (layer.gamma, layer.beta)
+                      if name not in fixed]
+        return symbol, fixed
 
     def gradient_scale(self):
         """``rescale_grad``: one over the number of gradients summed into an update.
@@ -452,6 +479,12 @@ class Trainer:
             raise TrainingError("freeze %r matches no parameter of %s (whose names are like %s)"
                                 % (self.options.freeze, self.model.name,
                                    ", ".join(model_parameters(symbol, self.input_names)[:3])))
+        if self.options.freeze_bn and not frozen_batchnorm(symbol, self.options.freeze_bn):
+            layers = [layer.name for layer in batchnorm_layers(symbol)]
+            raise TrainingError("freeze_bn %r matches no BatchNorm layer of %s (%s)" % (
+                self.options.freeze_bn, self.model.name,
+                "whose names are like %s" % ", ".join(layers[:3]) if layers
+                else "it has none"))
 
     def _check_resumed(self):
         """Refuse, in one line, a checkpoint that has no epoch left to train or that holds

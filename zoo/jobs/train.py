@@ -6,21 +6,24 @@ import contextlib
 import logging
 import os
 import shlex
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Optional, Tuple
 
 from zoo import artifact, runlock
 from zoo.engine import finetune
-from zoo.data import DetectionLoader, train_transform
+from zoo.data import DetectionLoader, inference_transform, train_transform
 from zoo.distributed.cluster import create_dist_kvstore, is_distributed
 from zoo.engine.health import census
 from zoo.engine.health.first_batch import FirstBatch, picture_path
 from zoo.engine.health.batches import BatchRepeatCheck
 from zoo.engine.health.dynamics import LossDynamicsCheck
 from zoo.engine.health.loss import InitialLossCheck
+from zoo.engine.health.batchnorm import BatchNormCheck
+from zoo.engine.health.overfit import OneBatchLoader, OverfitCheck
+from zoo.engine.health.reference import ConfusionMatrix, ReferenceCheck, reference_log
 from zoo.engine.health.report import HealthReport
 from zoo.engine.health.summary import HealthSummary
-from zoo.engine.hooks import default_hooks, last_checkpoint_note
+from zoo.engine.hooks import DivergenceCheck, ProgressBar, default_hooks, last_checkpoint_note
 from zoo.engine.trainer import OptimizerOptions, Trainer, TrainerOptions, TrainingInterrupted
 from zoo.errors import OptionsError
 from zoo.model import build_model
@@ -62,6 +65,8 @@ class TrainOptions:
     connect_timeout: Optional[float] = None   # dist: None is $ZOO_CONNECT_TIMEOUT, else 120 s
     pretrained_backbone: bool = False
     freeze: str = ""                     # regular expression of parameter names kept fixed
+    freeze_bn: str = ""                  # regular expression of BatchNorm layer names frozen
+                                         # (running statistics in training, all fixed)
     resume: str = ""                     # an artifact prefix, or "auto" for this run's own
     init_from: str = ""                  # an artifact prefix a new run starts from
                                          # (zoo.engine.finetune)
@@ -82,6 +87,11 @@ class TrainOptions:
     memory_saving: bool = False
     progress: bool = True
     health: bool = True                  # the training-health checks (zoo.engine.health)
+    reference: str = ""                  # the CSV log of a run to compare with (its prefix
+                                         # or folder also do; zoo.engine.health.reference)
+    overfit_batch: Optional[int] = None  # at most this many steps on one fixed batch,
+                                         # passing once the loss is below 10% of its start
+                                         # (zoo.engine.health.overfit); no checkpoint
 
 
 @dataclass(frozen=True)
@@ -91,6 +101,7 @@ class TrainResult:
     best_epoch: Optional[int]            # of the artifact (None: none validated, or rank > 0)
     rank: int = 0
     worker_log: Optional[str] = None     # a dist worker of rank > 0 logs to this file
+    overfit: Optional[str] = None        # with overfit_batch: the line saying it passed
 
 
 def train_config(options):
@@ -118,6 +129,8 @@ def build_train_model(options, class_names, category_ids=None):
 def make_trainer(options, kvstore=None):
     """The :class:`Trainer` of a run; with a dist ``kvstore`` this worker trains on its
     rank's shard and only rank 0 validates and writes checkpoints."""
+    if options.overfit_batch:
+        return make_overfit_trainer(options, kvstore)
     rank, num_workers = (kvstore.rank, kvstore.num_workers) if kvstore is not None else (0, 1)
     train_set, val_set = open_data(options, rank, num_workers)
     model = build_train_model(options, train_set.class_names, train_set.category_ids)
@@ -144,14 +157,50 @@ def make_trainer(options, kvstore=None):
                    health=health)
 
 
+def make_overfit_trainer(options, kvstore=None):
+    """The :class:`Trainer` of ``--overfit-batch``: up to ``overfit_batch`` steps on the first
+    ``batch_size`` images of the training split, resized as for inference (no augmentation),
+    no weight decay, no lr schedule; it writes no checkpoint."""
+    for flag, value in (("--resume", options.resume), ("--reference", options.reference),
+                        ("--kv-store", options.kv_store if kvstore is not None else "")):
+        if value:
+            raise OptionsError("--overfit-batch trains one process from the start, "
+                               "alone: drop %s %s" % (flag, value))
+    train_set = data_split(options, options.train_split).open()
+    check_batch_size(options, len(train_set), 1)
+    model = build_train_model(options, train_set.class_names, train_set.category_ids)
+    LOG.info("overfit-batch: up to %d steps of %s on the first %d images of %s, without "
+             "augmentation or weight decay", options.overfit_batch, model.name,
+             options.batch_size, data_split(options, options.train_split))
+    loader = OneBatchLoader(DetectionLoader(
+        train_set, options.batch_size, inference_transform(model.preprocessing()),
+        shuffle=False, seed=options.seed, num_workers=options.data_threads,
+        max_objects=max(1, max(len(r.class_ids) for r in train_set.records)),
+        skip_bad=options.skip_bad), options.overfit_batch)
+    hooks = [DivergenceCheck(os.path.join(options.output_dir, model.name)),
+             OverfitCheck(loader)] + ([ProgressBar()] if options.progress else [])
+    return Trainer(model, loader, replace(trainer_options(options), epochs=1),
+                   replace(optimizer_options(options), wd=0.0, lr_steps=(), warmup_epochs=0.0),
+                   hooks=hooks, initial_params=initial_params(options, model),
+                   health=HealthReport())
+
+
 def health_checks(options, prefix, train_set, val_set, model):
     """The run's training-health hooks (:mod:`zoo.engine.health`), in the order they run;
     with ``health`` off, only the summary (which then lists no check)."""
     checks = []
+    if options.reference and not options.health:
+        raise OptionsError("--reference %s compares through the health checks: drop "
+                           "--no-health" % options.reference)
     if options.health:
         checks.append(FirstBatch(model, train_set, str(data_split(options, options.train_split)),
                                  options.output_dir))
         checks += [InitialLossCheck(), BatchRepeatCheck(), LossDynamicsCheck()]
+        checks.append(BatchNormCheck(prefix, options.val_interval))
+        if val_set is not None:
+            checks.append(ConfusionMatrix(prefix, val_set))
+        if options.reference:
+            checks.append(ReferenceCheck(reference_log(options.reference), model.loss_names))
     return checks + [HealthSummary(prefix)]
 
 
@@ -277,7 +326,7 @@ def trainer_options(options):
     return TrainerOptions(epochs=options.epochs, batch_size=options.batch_size,
                           ctx=options.ctx, kv_store=options.kv_store,
                           freeze=options.freeze or None, memory_saving=options.memory_saving,
-                          seed=options.seed)
+                          seed=options.seed, freeze_bn=options.freeze_bn or None)
 
 
 def optimizer_options(options):
@@ -326,8 +375,9 @@ def _train(options, kvstore, worker_log):
             from None
     # Rank 0 writes the artifact; the best epoch may precede a resume.
     best = artifact.best_epoch(prefix) if trainer.rank == 0 else None
+    overfit = [hook.summary for hook in trainer.hooks if isinstance(hook, OverfitCheck)]
     return TrainResult(prefix=prefix, rows=rows, best_epoch=best, rank=trainer.rank,
-                       worker_log=worker_log)
+                       worker_log=worker_log, overfit=overfit[0] if overfit else None)
 
 
 def log_to_worker_file(output_dir, rank):

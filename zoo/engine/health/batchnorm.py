@@ -1,0 +1,262 @@
+"""BatchNorm, training against inference: do the running statistics, which inference
+normalises with, describe the activations that training normalised with its batches'?
+
+At each validation epoch the same few batches (the first ones the run trained on) go through
+the training graph twice, with the run's current parameters on a copy: in train mode (each
+BatchNorm normalising with the batch's statistics, as in training) and in eval mode (with
+the running statistics, as in inference). The run's own arrays are never touched, so
+training goes on exactly as without the check. The loss of eval mode against train mode says
+whether the difference matters; per layer, the batches' mean and variance of each channel
+against its running mean and variance say where it comes from (written to
+``<prefix>-batchnorm.csv``).
+
+Also: the note when ``--freeze`` fixes BatchNorm scales and shifts but not their statistics.
+"""
+import csv
+import logging
+import os
+
+import mxnet as mx
+import numpy as np
+
+from symbols.layers import batchnorm_layers
+from zoo.engine.hooks import Hook
+from zoo.engine.trainer import contexts, frozen_batchnorm, frozen_params
+
+__all__ = ["BatchNormCheck", "CHECK", "FACTOR_LIMIT", "LOSS_RATIO_LIMIT", "MIN_STEPS",
+           "batchnorm_path"]
+
+LOG = logging.getLogger("zoo.train")
+CHECK = "batchnorm"
+BATCHES = 2
+"""How many of the run's first batches the check scores."""
+LOSS_RATIO_LIMIT = 1.25
+"""A loss this many times larger in eval mode than in train mode on the same batches
+matters ..."""
+FACTOR_LIMIT = 5.0
+"""... when a layer's running statistics are this far off its batches' (see
+:class:`LayerScore`): both together make the warning."""
+NEGLIGIBLE_LOSS = 1e-3
+"""A loss this small in both modes (no positive anchor in the batches) is not compared."""
+MIN_STEPS = 100
+"""Updates a run makes before the check runs: running statistics follow the batches slowly
+(at momentum 0.9, the values of n updates ago weigh 0.9^n: 12% after 20, 0.5% after 50,
+0.003% after 100) from a start far from some layers' (the initialiser's variance 1 against
+0.0004 in MobileNetV2's last depthwise convolutions, whose statistics are then still 14x
+off after 50 updates; a source artifact's, fitted to other data or trained briefly). A
+healthy ssd_mobilenetv2_stride8 from the initialiser at 192 pixels, batch 8: worst layer
+40x off after 20 updates, 5.3x after 40, 1.5x after 60, 1.2x after 80 (eval/train loss
+1.12x)."""
+
+
+def batchnorm_path(prefix):
+    """Where a run at artifact ``prefix`` writes the per-layer figures of the check."""
+    return prefix + "-batchnorm.csv"
+
+
+class BatchNormCheck(Hook):
+    """The check (see the module), every ``interval`` epochs and after the last one once the
+    run has made :data:`MIN_STEPS` updates: one warning, the first time a loss is
+    :data:`LOSS_RATIO_LIMIT` times larger in eval mode or more and the layer whose running
+    statistics are furthest from its batches' is :data:`FACTOR_LIMIT` off or more, naming
+    that layer."""
+    only_rank0 = True
+
+    def __init__(self, prefix, interval=1, batches=BATCHES):
+        self.prefix, self.interval, self.count = prefix, interval, batches
+        self.batches, self.steps, self.rows, self.warned = [], 0, [], False
+
+    def before_train(self, trainer):
+        if not trainer.options.freeze:
+            return
+        note = freeze_note(trainer.model.train_symbol(), trainer.options)
+        if note:
+            LOG.info("note: %s", note)
+
+    def before_step(self, trainer, epoch, batch_index, batch):
+        if len(self.batches) < self.count:
+            # Copies: the loader may reuse its arrays for later batches.
+            self.batches.append(trainer.data_batch(batch))
+
+    def after_step(self, trainer, epoch, batch_index, losses):
+        self.steps += 1
+
+    def after_epoch(self, trainer, epoch, row):
+        if (epoch + 1) % self.interval and epoch + 1 != trainer.options.epochs:
+            return None
+        symbol = trainer.module.symbol
+        layers = batchnorm_layers(symbol)
+        if not layers:
+            trainer.health.result(CHECK, "off", "no BatchNorm layer")
+            return None
+        if self.steps < MIN_STEPS:
+            # It could not warn yet: its forward passes would cost short runs for nothing.
+            trainer.health.result(CHECK, "not run", "from update %d on, this run has made %d"
+                                  % (MIN_STEPS, self.steps))
+            return None
+        arg_params, aux_params = trainer.params()
+        score = score_batches(trainer, symbol, layers, self.batches, arg_params, aux_params)
+        self._write(epoch, score)
+        worst = score.worst()
+        detail = "%s on %d batches, worst layer %s %.2fx off" % (
+            "eval/train %s %.2fx" % (score.loss, score.ratio) if score.loss
+            else "no loss to compare", len(self.batches), worst.name, worst.factor)
+        if score.ratio < LOSS_RATIO_LIMIT or worst.factor < FACTOR_LIMIT:
+            trainer.health.result(CHECK, "ok", detail)
+        elif not self.warned:
+            self.warned = True
+            trainer.health.warn(CHECK, warning(score, len(self.batches), self.prefix),
+                                epoch=epoch + 1)
+        return None
+
+    def _write(self, epoch, score):
+        losses = {"%s_eval_train" % name: "%.4g" % (
+            score.eval_losses[name] / max(score.train_losses[name], NEGLIGIBLE_LOSS))
+            for name in score.train_losses}
+        self.rows += [{"epoch": epoch + 1, "layer": layer.name,
+                       "factor": "%.4g" % layer.factor, "mean_shift": "%.4g" % layer.shift,
+                       "variance_ratio": "%.4g" % layer.variance_ratio, **losses}
+                      for layer in score.layers]
+        path = batchnorm_path(self.prefix)
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        with open(path, "w", newline="") as stream:
+            writer = csv.DictWriter(stream, fieldnames=list(self.rows[0]))
+            writer.writeheader()
+            writer.writerows(self.rows)
+
+
+def warning(score, batches, prefix):
+    worst = score.worst()
+    return ("the same %d training batches score %.2fx worse in eval mode (running "
+            "statistics) than in train mode (batch statistics): %s %.4g against %.4g; "
+            "worst layer %s, whose running statistics are %.2fx off its batches' (mean "
+            "shift %.2f standard deviations, variance %.3gx); figures per layer in %s. "
+            "Statistics that never or hardly update (a BatchNorm momentum of 1 or near it) "
+            "or that come from another model (a converted or --init-from source) are the "
+            "usual causes; --freeze-bn trains with fixed ones" % (
+                batches, score.ratio, score.loss, score.eval_losses[score.loss],
+                score.train_losses[score.loss], worst.name,
+                worst.factor, worst.shift, worst.variance_ratio, batchnorm_path(prefix)))
+
+
+def freeze_note(symbol, options):
+    """A note when ``options.freeze`` fixes BatchNorm scales or shifts whose running
+    statistics still follow the batches (they are not frozen by ``freeze_bn``), else None."""
+    fixed = set(frozen_params(symbol.list_arguments(), options.freeze))
+    frozen = {layer.name for layer in frozen_batchnorm(symbol, options.freeze_bn)}
+    moving = [layer for layer in batchnorm_layers(symbol)
+              if (layer.gamma in fixed or layer.beta in fixed) and layer.name not in frozen
+              and not layer.use_global_stats]
+    if not moving:
+        return None
+    return ("--freeze fixes the scale and shift of %d BatchNorm layer%s (%s%s) but not their "
+            "running statistics, which keep following the training batches: add --freeze-bn "
+            "to fix every BatchNorm layer's, or --freeze-bn REGEX those of the layers it "
+            "names" % (
+                len(moving), "" if len(moving) == 1 else "s", moving[0].name,
+                ", ..." if len(moving) > 1 else ""))
+
+
+class LayerScore:
+    """One BatchNorm layer's running statistics against its batches' (per channel, the
+    batches' mean and variance averaged): ``shift`` the mean distance of the means in running
+    standard deviations, ``variance_ratio`` the geometric mean of batch over running
+    variance, ``factor`` the geometric mean over channels of how far the second moment of
+    the normalised activations is from 1 (1: described exactly)."""
+
+    def __init__(self, name, mean, variance, running_mean, running_var, eps):
+        scale = running_var + eps
+        moment = (variance + (mean - running_mean) ** 2 + eps) / scale
+        self.name = name
+        self.factor = float(np.exp(np.mean(np.abs(np.log(moment)))))
+        self.shift = float(np.mean(np.abs(mean - running_mean) / np.sqrt(scale)))
+        self.variance_ratio = float(np.exp(np.mean(np.log((variance + eps) / scale))))
+
+
+class Score:
+    """The check's figures: ``train_losses`` and ``eval_losses`` (each loss summed over the
+    batches), ``ratio`` the largest eval over train ratio of a loss (losses under
+    :data:`NEGLIGIBLE_LOSS` in both modes left out) and ``loss`` its name, and a
+    :class:`LayerScore` per layer."""
+
+    def __init__(self, train_losses, eval_losses, layers):
+        self.train_losses, self.eval_losses, self.layers = train_losses, eval_losses, layers
+        ratios = {name: eval_losses[name] / max(train_losses[name], NEGLIGIBLE_LOSS)
+                  for name in train_losses
+                  if max(train_losses[name], eval_losses[name]) > NEGLIGIBLE_LOSS}
+        self.loss = max(ratios, key=ratios.get) if ratios else None
+        self.ratio = ratios[self.loss] if ratios else 1.0
+
+    def worst(self):
+        return max(self.layers, key=lambda layer: layer.factor)
+
+
+def probe_symbol(symbol, layers):
+    """``symbol``'s outputs, then each layer's per-channel mean and mean square of its input."""
+    outputs = [symbol[i] for i in range(len(symbol.list_outputs()))]
+    for layer in layers:
+        data = layer.input_of(symbol)
+        outputs += [mx.sym.mean(data, axis=layer.axis, exclude=True,
+                                name="health_%s_mean" % layer.name),
+                    mx.sym.mean(mx.sym.square(data, name="health_%s_square" % layer.name),
+                                axis=layer.axis, exclude=True,
+                                name="health_%s_mean_square" % layer.name)]
+    return mx.sym.Group(outputs)
+
+
+def bind_probe(symbol, input_names, batch, ctx):
+    """A Module of ``symbol`` for forward passes of ``batch``'s shapes on ``ctx``.
+
+    Bound for training with one gradient (of the last parameter, near the outputs), never
+    computed: bound without any, MXNet 1.9.1 applies MKL-DNN's inference-only fusion, which
+    fails on a training graph ("could not create a primitive descriptor for a reorder
+    primitive")."""
+    names = [name for name in symbol.list_arguments()
+             if name not in input_names and name != "label"]
+    probe = mx.mod.Module(symbol, data_names=input_names, label_names=["label"],
+                          context=[ctx], fixed_param_names=names[:-1])
+    probe.bind(data_shapes=list(zip(input_names, (array.shape for array in batch.data))),
+               label_shapes=[("label", batch.label[0].shape)], for_training=True)
+    return probe
+
+
+def score_batches(trainer, symbol, layers, batches, arg_params, aux_params):
+    """:class:`Score` of ``batches`` (DataBatches) through ``symbol`` (the run's training
+    graph) with copies of the parameters, on the run's first device. The target operators'
+    sampling is seeded alike in both modes; NumPy's random state is restored after (MXNet's
+    is reseeded by the next epoch)."""
+    probe = bind_probe(probe_symbol(symbol, layers), trainer.input_names, batches[0],
+                       contexts(trainer.options.ctx)[0])
+    count = len(symbol.list_outputs())
+    losses = {mode: dict.fromkeys(trainer.model.loss_names, 0.0) for mode in (True, False)}
+    moments = []
+    state = np.random.get_state()
+    try:
+        for index, batch in enumerate(batches):
+            for train_mode in (False, True):
+                # A train-mode pass may update the copy's statistics (cuDNN does in forward).
+                probe.set_params(arg_params, aux_params, allow_extra=True)
+                np.random.seed(index)
+                mx.random.seed(index)
+                probe.forward(batch, is_train=train_mode)
+                outputs = probe.get_outputs()
+                for name, value in trainer.model.training_losses(outputs[:count]).items():
+                    losses[train_mode][name] += value
+            moments.append([output.asnumpy() for output in outputs[count:]])
+    finally:
+        np.random.set_state(state)
+    return Score(losses[True], losses[False], layer_scores(layers, moments, aux_params))
+
+
+def layer_scores(layers, moments, aux_params):
+    """A :class:`LayerScore` per layer from each batch's per-channel means and mean squares
+    (in ``moments``, two arrays a layer, in ``layers``' order)."""
+    scores = []
+    for i, layer in enumerate(layers):
+        means = np.stack([batch[2 * i] for batch in moments])
+        squares = np.stack([batch[2 * i + 1] for batch in moments])
+        variances = np.maximum(squares - means ** 2, 0.0)
+        scores.append(LayerScore(layer.name, means.mean(0), variances.mean(0),
+                                 aux_params[layer.moving_mean].asnumpy(),
+                                 aux_params[layer.moving_var].asnumpy(), layer.eps))
+    return scores
