@@ -96,7 +96,8 @@ def health_hooks(options, dataset, folder):
                        batch_size=options.batch_size, lr=SGD["lr"],
                        epochs=options.warmup_rounds + options.rounds, output_dir=folder,
                        health=True)
-    return health_checks(run, os.path.join(folder, "bench"), dataset, None)
+    return health_checks(run, os.path.join(folder, "bench"), dataset, None,
+                         build_our_model(options))
 
 
 class RoundLast(OurSide):

@@ -89,7 +89,8 @@ def draw_tile(image, boxes, labels, class_names):
         image = cv2.resize(image, (round(image.shape[1] * scale), round(image.shape[0] * scale)),
                            interpolation=cv2.INTER_AREA)
     from zoo.inference.visualize import draw_boxes  # it loads matplotlib: only when drawing
-    texts = [class_names[label] if label < len(class_names) else str(label) for label in labels]
+    names = class_names or ()  # a model built without names (the benchmarks') shows ids
+    texts = [names[label] if label < len(names) else str(label) for label in labels]
     return draw_boxes(np.array(image, order="C"), boxes * scale, labels, texts)
 
 
