@@ -96,8 +96,11 @@ class StatisticsAveraging(Hook):
 
 class DivergenceCheck(Hook):
     """Stops training with :class:`TrainingDiverged` on a NaN/inf loss, a loss a thousand
-    times the run's own (the median of its last steps, or the trivial predictor's loss
-    where the health checks measured a lower one; the first step is judged by those checks),
+    times the run's own (the median of its last steps, or the trivial predictor's loss where
+    the health checks measured a higher one; the first step is judged by those checks). The
+    larger of the two: a hard stop must not kill a run whose own scale is far above the
+    trivial loss and that recovers (an FPN's box loss at its start, thousands for a step);
+    the health checks' spike warning is the sensitive judge, against the smaller.
     or non-finite parameters at an epoch's end (checked before any checkpoint of that epoch
     is written). ``prefix`` is where checkpoints go.
 
@@ -132,7 +135,7 @@ class DivergenceCheck(Hook):
             return None
         median = float(np.median(self.recent))
         trivial = trainer.health.trivial_loss
-        return min(median, trivial) if trivial else median
+        return max(median, trivial) if trivial else median
 
     def after_epoch(self, trainer, epoch, row):
         # A full scan of the parameters per step would cost a device sync each; a bad update
