@@ -96,8 +96,24 @@ def health_hooks(options, dataset, folder):
                        batch_size=options.batch_size, lr=SGD["lr"],
                        epochs=options.warmup_rounds + options.rounds, output_dir=folder,
                        health=True)
-    return health_checks(run, os.path.join(folder, "bench"), dataset, None,
-                         build_our_model(options))
+    return health_checks(run, os.path.join(folder, "bench"), CycledRecords(dataset, options),
+                         None, build_our_model(options))
+
+
+class CycledRecords:
+    """The benchmark's dataset as its loader sees it (``Cycled`` over the images, one round's
+    samples): what the checks read of a dataset (its records by the batch's indices)."""
+
+    def __init__(self, dataset, options):
+        self.dataset = dataset
+        self.records = [dataset.records[i % len(dataset.records)]
+                        for i in range(options.samples_per_round)]
+
+    def __len__(self):
+        return len(self.records)
+
+    def __getattr__(self, name):
+        return getattr(self.dataset, name)
 
 
 class RoundLast(OurSide):

@@ -65,6 +65,7 @@ class BatchNormCheck(Hook):
     def __init__(self, prefix, interval=1, batches=BATCHES):
         self.prefix, self.interval, self.count = prefix, interval, batches
         self.batches, self.steps, self.rows, self.warned = [], 0, [], False
+        self.probe = None  # bound at its first use, kept for the run
 
     def before_train(self, trainer):
         if not trainer.options.freeze:
@@ -95,7 +96,13 @@ class BatchNormCheck(Hook):
                                   % (MIN_STEPS, self.steps))
             return None
         arg_params, aux_params = trainer.params()
-        score = score_batches(trainer, symbol, layers, self.batches, arg_params, aux_params)
+        if self.probe is None:
+            # Bound once a run: binding (graph, executors, gradient buffers) costs more than
+            # the passes themselves, and the graph and batch shapes do not change.
+            self.probe = bind_probe(probe_symbol(symbol, layers), trainer.input_names,
+                                    self.batches[0], contexts(trainer.options.ctx)[0])
+        score = score_batches(trainer, symbol, layers, self.batches, arg_params, aux_params,
+                              self.probe)
         self._write(epoch, score)
         worst = score.worst()
         detail = "%s on %d batches, worst layer %s %.2fx off" % (
@@ -220,13 +227,14 @@ def bind_probe(symbol, input_names, batch, ctx):
     return probe
 
 
-def score_batches(trainer, symbol, layers, batches, arg_params, aux_params):
+def score_batches(trainer, symbol, layers, batches, arg_params, aux_params, probe=None):
     """:class:`Score` of ``batches`` (DataBatches) through ``symbol`` (the run's training
     graph) with copies of the parameters, on the run's first device. The target operators'
     sampling is seeded alike in both modes; NumPy's random state is restored after (MXNet's
     is reseeded by the next epoch)."""
-    probe = bind_probe(probe_symbol(symbol, layers), trainer.input_names, batches[0],
-                       contexts(trainer.options.ctx)[0])
+    if probe is None:
+        probe = bind_probe(probe_symbol(symbol, layers), trainer.input_names, batches[0],
+                           contexts(trainer.options.ctx)[0])
     count = len(symbol.list_outputs())
     losses = {mode: dict.fromkeys(trainer.model.loss_names, 0.0) for mode in (True, False)}
     moments = []
