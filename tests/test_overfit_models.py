@@ -59,8 +59,15 @@ def two_images(tmp_path_factory):
     return root
 
 
-@pytest.mark.parametrize("key", sorted(FAMILIES, key=str), ids=lambda key: "-".join(
-    part for part in key if part))
+SLOW = {("faster_rcnn_fpn", "gluoncv")}
+"""Families run by ``make test-slow`` only: the FPN on GluonCV's convention costs as much as
+the other four together (30 s), and its convention's losses and targets are the C4 one's,
+which ``make test`` runs."""
+
+
+@pytest.mark.parametrize("key", [pytest.param(key, marks=[pytest.mark.slow] if key in SLOW
+                                              else []) for key in sorted(FAMILIES, key=str)],
+                         ids=lambda key: "-".join(part for part in key if part))
 def test_every_architecture_memorises_one_batch(key, two_images, tmp_path, capsys):
     model, changes, side, batch = FAMILIES[key]
     config = tmp_path / (model + ".yaml")
