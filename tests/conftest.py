@@ -7,11 +7,17 @@ os.environ.setdefault("MXNET_SUBGRAPH_VERBOSE", "0")
 # operators would take the other worker's core.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
+import zoo  # noqa: E402
+from zoo import process  # noqa: E402
+
+# The suite's process runs as the command line does (the engine, the threads), and so do
+# the processes it starts, which inherit them: chosen before MXNet loads.
+process.use_fast_settings()
+
 import mxnet as mx  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-import zoo  # noqa: E402
 from zoo.data import embedded  # noqa: E402
 from zoo.distributed import testhosts  # noqa: E402
 

@@ -54,7 +54,7 @@ def test_benchmark_detector_reads_every_image_format_and_names_the_rest(tmp_path
 
 def test_binding_graphs_prints_no_mxnet_subgraph_notices(tmp_path):
     # A fresh process without the test suite's environment: the zoo must silence it itself.
-    code = ("import zoo, zoo.inference.detector, numpy as np\n"
+    code = ("import zoo, numpy as np\n"
             "model = zoo.get_model('faster_rcnn_fpn_mobilenetv2', data_shape=128,"
             " max_size=160, num_classes=2)\n"
             "model.init_params(seed=0)\n"

@@ -20,7 +20,6 @@ from onnx import TensorProto, helper
 import zoo
 from zoo.schema import preprocessing as image_preprocessing
 from zoo.onnx.runtime import OnnxDetector, OnnxModelError, load_onnx_detector
-from zoo.process import ENGINE_NOTICE
 from conftest import random_image, runner_inputs
 
 NAMES = ["circle", "square", "triangle"]
@@ -313,22 +312,3 @@ except AttributeError as err:
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.splitlines() == ["False", "zoo.artifact zoo.model True",
                                         "module 'zoo' has no attribute 'no_such_name'"]
-
-
-def test_mxnet_still_starts_its_engine_quietly_on_first_use(tmp_path):
-    """``import zoo`` no longer imports MXNet, but whatever imports it later (here a
-    submodule, imported directly) still gets the synchronous engine without its notice."""
-    code = """
-import os
-from zoo.model import build_model
-import mxnet
-mxnet.nd.ones((2,)).asnumpy()
-print(os.environ["MXNET_ENGINE_TYPE"])
-"""
-    done = run_python(code, tmp_path)
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.split() == ["NaiveEngine"] and ENGINE_NOTICE not in done.stderr
-    without_zoo = run_python(code.replace("from zoo.model import build_model",
-                                          "os.environ['MXNET_ENGINE_TYPE'] = 'NaiveEngine'"),
-                             tmp_path)
-    assert ENGINE_NOTICE in without_zoo.stderr, "MXNet writes the notice unless the zoo starts it"

@@ -1,20 +1,19 @@
 """An object-detection model zoo on Apache MXNet whose configs are checked against the graph.
 
-``import zoo`` loads no MXNet: its names and submodules are imported on first use
-(:func:`__getattr__`), so that an ONNX or OpenVINO deployment (:func:`load_onnx_detector`,
+``import zoo`` loads no MXNet and leaves the process as it found it (its environment, its
+import hooks): its names and submodules are imported on first use (:func:`__getattr__`), so
+that an ONNX or OpenVINO deployment (:func:`load_onnx_detector`,
 :func:`load_openvino_detector`, or :func:`load_deployed_detector` for either) runs where
-MXNet is not installed.
+MXNet is not installed. A name that runs MXNet (:data:`ON_MXNET`) chooses the settings the
+zoo runs fastest with on first use, where MXNet is not loaded yet
+(:func:`zoo.process.use_fast_settings`).
 """
 import importlib
 import importlib.util
 
 from zoo import process
+from zoo.errors import ConfigError, DataError, PretrainedNotFound
 from zoo.version import __version__
-
-if process.configure():  # before anything imports MXNet
-    process.start_engine_on_import()
-
-from zoo.errors import ConfigError, DataError, PretrainedNotFound  # noqa: E402
 
 LAZY = {
     # name: the submodule defining it
@@ -26,6 +25,10 @@ LAZY = {
     "load_onnx_detector": "onnx.runtime", "load_openvino_detector": "onnx.openvino_runtime",
     "load_deployed_detector": "onnx.deployed",
 }
+ON_MXNET = ("DetectionModel", "Detector", "build_model", "get_config", "get_model",
+            "load_config", "load_detector")
+"""The names of :data:`LAZY` that load MXNet, when imported or called (a config resolves
+against the graph): the settings are chosen before."""
 
 __all__ = ["ConfigError", "DataError", "DetectionModel", "Detections", "Detector",
            "PretrainedNotFound", "__version__", "build_model", "get_config", "get_model",
@@ -36,6 +39,8 @@ __all__ = ["ConfigError", "DataError", "DetectionModel", "Detections", "Detector
 def __getattr__(name):
     """A name of :data:`LAZY` or a submodule (``zoo.artifact``), imported now."""
     if name in LAZY:
+        if name in ON_MXNET:
+            process.use_fast_settings()
         return getattr(importlib.import_module("." + LAZY[name], __name__), name)
     if not name.startswith("_") and importlib.util.find_spec("%s.%s" % (__name__, name)):
         return importlib.import_module("." + name, __name__)

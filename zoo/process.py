@@ -1,6 +1,7 @@
-"""Process settings MXNet reads once, when it loads: the zoo makes them before importing it
-(:func:`configure`), each only where the user has not set it; and the environment
-variables the zoo and MXNet read, checked (:func:`check_environment`, :func:`variable`)."""
+"""Process settings MXNet reads once, when it loads: the zoo's entry points choose them
+before MXNet loads (:func:`use_fast_settings`), each only where the user has not set it,
+and ``import zoo`` alone chooses nothing; and the environment variables the zoo and MXNet
+read, checked (:func:`check_environment`, :func:`variable`)."""
 import importlib.abc
 import importlib.util
 import math
@@ -12,7 +13,7 @@ import tempfile
 from zoo.errors import OptionsError, quoted
 
 __all__ = ["ENGINE_NOTICE", "ENGINES", "SYNCHRONOUS_ENGINE", "VARIABLES", "check_environment",
-           "configure", "gpu_ids", "running", "start_engine_on_import", "variable"]
+           "configure", "gpu_ids", "running", "use_fast_settings", "variable"]
 
 SYNCHRONOUS_ENGINE = "NaiveEngine"
 ENGINE_NOTICE = "MXNet start using engine: "
@@ -69,10 +70,24 @@ def check_environment(environ=os.environ):
         variable(name, environ)
 
 
+def use_fast_settings():
+    """Choose the settings the zoo runs fastest with for this process and those it starts
+    (:func:`configure` on ``os.environ``), and have MXNet's engine started without its
+    notice; only while MXNet is not loaded (it reads them once, when it loads: where it is,
+    the process keeps the settings it loaded with). Returns whether they were chosen. The
+    command line calls it first, the ``zoo.`` names that run MXNet before their module
+    loads, and the packages :mod:`zoo.jobs` and :mod:`zoo.engine` when imported."""
+    if "mxnet" in sys.modules:
+        return False
+    if configure():
+        start_engine_on_import()
+    return True
+
+
 def configure(environ=os.environ):
-    """Set the defaults in ``environ`` (the process environment); returns whether MXNet will
-    run the synchronous engine (the zoo's choice, here or in the process that started this
-    one)."""
+    """Set the zoo's defaults in ``environ`` (a process environment); returns whether MXNet
+    will run the synchronous engine (the zoo's choice, here or in the process that started
+    this one)."""
     # MXNet's CPU operators otherwise run element-wise work (ReLU6's clip, batch norm) on one
     # OpenMP thread here; all cores halve the training step.
     environ.setdefault("OMP_NUM_THREADS", str(len(os.sched_getaffinity(0))))
