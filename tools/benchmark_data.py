@@ -3,7 +3,7 @@
 see ``zoo benchmark-data --help``."""
 import sys
 
-import zoo.cli  # the zoo first: it sets OMP_NUM_THREADS before MXNet loads
+import zoo.cli  # its main() chooses MXNet's settings before anything loads MXNet
 
 if __name__ == "__main__":
     sys.exit(zoo.cli.main(["benchmark-data", *sys.argv[1:]]))

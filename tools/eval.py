@@ -2,7 +2,7 @@
 """``zoo eval`` (see its --help), kept as a script so that existing commands still work."""
 import sys
 
-import zoo.cli  # the zoo first: it sets OMP_NUM_THREADS before MXNet loads
+import zoo.cli  # its main() chooses MXNet's settings before anything loads MXNet
 
 if __name__ == "__main__":
     sys.exit(zoo.cli.main(["eval", *sys.argv[1:]]))
