@@ -75,7 +75,9 @@ ENTRY_POINTS = {
     "command line": "import zoo.cli; zoo.cli.main(['check', 'configs/ssd_mobilenetv2.yaml'])",
     "zoo.get_model": "import zoo; zoo.get_model('ssd_mobilenetv2_stride8', data_shape=128)",
     "zoo.get_config": "import zoo; zoo.get_config('ssd_mobilenetv2')",
-    "zoo.load_detector": "import zoo; zoo.load_detector(%(prefix)r)",
+    "zoo.load_detector": ("import zoo\n"  # as the README's first lines
+                          "from zoo.inference.visualize import draw, save_png\n"
+                          "zoo.load_detector(%(prefix)r)"),
     "zoo.Detector": "from zoo import Detector",
     "training job": "from zoo.jobs.train import TrainOptions, train",
     "training loop": "from zoo.engine.trainer import Trainer",
@@ -109,3 +111,13 @@ def test_mxnet_loaded_first_keeps_the_settings_it_loaded_with():
     zoo on them."""
     code = "import mxnet, zoo; zoo.get_model('ssd_mobilenetv2_stride8', data_shape=128)"
     assert run_case(code)[0] == MXNET_DEFAULTS
+
+
+def test_help_says_what_is_chosen_and_how_to_choose_otherwise(capsys):
+    from zoo.cli import main
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "MXNET_ENGINE_TYPE=%s" % SYNCHRONOUS_ENGINE in text
+    assert "OMP_NUM_THREADS=%s here" % CORES in text
+    assert "Set either variable yourself" in text and "import zoo alone changes nothing" in text

@@ -77,10 +77,12 @@ def use_fast_settings():
     the process keeps the settings it loaded with). Returns whether they were chosen. The
     command line calls it first, the ``zoo.`` names that run MXNet before their module
     loads, and the packages :mod:`zoo.jobs` and :mod:`zoo.engine` when imported."""
-    if "mxnet" in sys.modules:
+    if "mxnet" in sys.modules:  # None there: the process forbids importing MXNet
         return False
-    if configure():
-        start_engine_on_import()
+    if configure() and not any(isinstance(finder, EngineStarter) for finder in sys.meta_path):
+        # MXNet is loaded where it is used, by the zoo's modules or the user's (an ONNX
+        # deployment may have none): the engine starts right after its first import.
+        sys.meta_path.insert(0, EngineStarter())
     return True
 
 
@@ -102,18 +104,6 @@ def configure(environ=os.environ):
     # MKL-DNN's fusion (graph_executor.cc), some 21 times in one FPN validation: no news.
     environ.setdefault("MXNET_SUBGRAPH_VERBOSE", "0")
     return environ.get("MXNET_ENGINE_TYPE") == SYNCHRONOUS_ENGINE
-
-
-def start_engine_on_import():
-    """Have MXNet's engine started as soon as MXNet is imported, with its notice left out
-    of stderr (:func:`start_engine_quietly`): now if it is, else right after its first
-    import, by whoever imports it. The zoo loads MXNet only where it is used (an ONNX
-    deployment may have none), so this cannot wait for the zoo's own import."""
-    if "mxnet" not in sys.modules:
-        if not any(isinstance(finder, EngineStarter) for finder in sys.meta_path):
-            sys.meta_path.insert(0, EngineStarter())
-    elif sys.modules["mxnet"] is not None:  # None: the process forbids importing MXNet
-        start_engine_quietly(sys.modules["mxnet"])
 
 
 class EngineStarter(importlib.abc.MetaPathFinder):
