@@ -16,6 +16,7 @@ from zoo.distributed.cluster import create_dist_kvstore, is_distributed
 from zoo.engine.health.report import HealthReport
 from zoo.engine.health.summary import HealthSummary
 from zoo.engine.hooks import default_hooks, last_checkpoint_note
+from zoo.engine.precision import check_dtype, resolve_dtype
 from zoo.engine.trainer import OptimizerOptions, Trainer, TrainerOptions, TrainingInterrupted
 from zoo.errors import OptionsError
 from zoo.model import build_model
@@ -74,6 +75,8 @@ class TrainOptions:
     memory_saving: bool = False
     progress: bool = True
     health: bool = True                  # the training-health checks (zoo.engine.health)
+    dtype: str = "fp32"                  # fp32, bf16 or auto: the layers' precision
+                                         # (zoo.engine.precision)
 
 
 @dataclass(frozen=True)
@@ -108,12 +111,13 @@ def make_trainer(options, kvstore=None):
     """The :class:`Trainer` of a run; with a dist ``kvstore`` this worker trains on its
     rank's shard and only rank 0 validates and writes checkpoints."""
     rank, num_workers = (kvstore.rank, kvstore.num_workers) if kvstore is not None else (0, 1)
+    precision, note = resolve_dtype(options.dtype, options.ctx)
     check_split_paths(options)
     train_set = data_split(options, options.train_split).open()
     check_batch_size(options, len(train_set), num_workers)
     val_set = open_val_set(options) if options.val_split and rank == 0 else None
     model = build_train_model(options, train_set.class_names)
-    LOG.info("%s", header_line(options, model, len(train_set)))
+    LOG.info("%s", header_line(options, model, len(train_set), precision, note))
     transform = train_transform(model.preprocessing(), options.max_expand, options.crop)
     max_objects = max(1, max(len(r.class_ids) for r in train_set.records))
     loader = DetectionLoader(train_set, options.batch_size, transform, shuffle=True,
@@ -131,9 +135,9 @@ def make_trainer(options, kvstore=None):
                           overwrite=options.overwrite, progress=options.progress,
                           run=run_record(options),
                           checks=health_checks(options, prefix, train_set, val_set))
-    return Trainer(model, loader, trainer_options(options), optimizer_options(options),
-                   hooks=hooks, kvstore=kvstore, initial_params=initial_params(options, model),
-                   health=HealthReport())
+    return Trainer(model, loader, trainer_options(options, precision),
+                   optimizer_options(options), hooks=hooks, kvstore=kvstore,
+                   initial_params=initial_params(options, model), health=HealthReport())
 
 
 def health_checks(options, prefix, train_set, val_set):
@@ -162,14 +166,16 @@ def data_split(options, split):
                      options.data_threads, options.annotations, options.image_dir)
 
 
-def header_line(options, model, images):
-    """What a run trains, on what, and where its artifact goes, in one line."""
+def header_line(options, model, images, precision="fp32", note=None):
+    """What a run trains, on what, in which precision (and, for ``--dtype auto``, why:
+    ``note``) and where its artifact goes, in one line."""
     names = model.config["class_names"]
     shown = ", ".join(names[:CLASSES_SHOWN]) + (", ..." if len(names) > CLASSES_SHOWN else "")
     return ("training %s: %d images of %s, %d classes (%s), %s parameters, batch %d, "
-            "%d epochs, output %s" % (
+            "%d epochs, %s%s, output %s" % (
                 model.name, images, data_split(options, options.train_split), len(names),
                 shown, "{:,}".format(model.num_params()), options.batch_size, options.epochs,
+                precision, " (%s)" % note if note else "",
                 os.path.join(options.output_dir, model.name)))
 
 
@@ -217,11 +223,12 @@ def check_batch_size(options, samples, num_workers):
                                else ""))
 
 
-def trainer_options(options):
+def trainer_options(options, precision):
+    """The Trainer's options; ``precision`` is the resolved ``dtype`` (fp32 or bf16)."""
     return TrainerOptions(epochs=options.epochs, batch_size=options.batch_size,
                           ctx=options.ctx, kv_store=options.kv_store,
                           freeze=options.freeze or None, memory_saving=options.memory_saving,
-                          seed=options.seed)
+                          seed=options.seed, dtype=precision)
 
 
 def optimizer_options(options):
@@ -247,6 +254,8 @@ def resume_prefix(options, model_name):
 
 def train(options):
     """Run the training; returns its :class:`TrainResult`."""
+    # Refused before the output folder or a cluster is touched.
+    check_dtype(options.dtype, options.ctx)
     kvstore, worker_log = None, None
     if is_distributed(options.kv_store):
         kvstore = create_dist_kvstore(options.kv_store, options.connect_timeout)

@@ -1,0 +1,205 @@
+"""Training in bfloat16 (``zoo train --dtype bf16``, zoo.engine.precision): every architecture
+learns as in fp32, the checkpoint is an ordinary fp32 artifact that detects, resuming and
+fine-tuning work, and a CPU without bf16 units is refused in one line (a mocked one)."""
+import json
+import os
+
+import cv2
+import numpy as np
+import pytest
+
+import zoo
+from zoo import artifact
+from zoo.cli import main
+from zoo.data import DetectionLoader, ValTransform
+from zoo.data.voc import annotation_xml
+from zoo.engine import precision
+from zoo.engine.trainer import OptimizerOptions, Trainer, TrainerOptions
+from zoo.errors import OptionsError
+
+from test_training import TINY, InMemoryDataset
+
+NO_BF16 = precision.bf16_unavailable()
+needs_bf16 = pytest.mark.skipif(NO_BF16 is not None, reason="no native bf16: %s" % NO_BF16)
+
+RCNN = dict(data_shape=64, max_size=64, num_classes=2, class_names=["square", "bar"],
+            rpn_batch_size=32, rcnn_batch_rois=16, rpn_pre_nms_top_n_train=200,
+            rpn_post_nms_top_n_train=50)
+"""A Faster R-CNN small enough for a few steps a test."""
+ARCHITECTURES = {
+    # architecture: (model, overrides, steps, lr, the losses compared, their largest ratio
+    # last / first step in fp32 on this batch, with margin). An FPN's box-head
+    # classification saturates at this size (its loss jumps between a few values), so its
+    # RPN's is compared.
+    "ssd": ("ssd_mobilenetv2_stride8", TINY, 6, 0.005, ("cls_loss", "box_loss"), 0.5),
+    "c4": ("faster_rcnn_mobilenetv2", RCNN, 4, 0.001, ("rpn_cls_loss", "rcnn_cls_loss"), 0.85),
+    "fpn": ("faster_rcnn_fpn_mobilenetv2", RCNN, 4, 0.001, ("rpn_cls_loss",), 0.85),
+}
+AS_IN_FP32 = 0.1
+"""Largest relative gap between the bf16 and the fp32 loss at any step."""
+
+
+def losses_on_a_fixed_batch(name, overrides, steps, lr, dtype):
+    """Per-step rows of ``steps`` updates on one batch of two images, from seed 0."""
+    model = zoo.get_model(name, **overrides)
+    data = DetectionLoader(InMemoryDataset(2), 2, ValTransform(overrides["data_shape"]),
+                           shuffle=False, num_workers=1, max_objects=1)
+    trainer = Trainer(model, data, TrainerOptions(epochs=steps, batch_size=2, dtype=dtype),
+                      OptimizerOptions(lr=lr))
+    return trainer.fit()
+
+
+@needs_bf16
+@pytest.mark.parametrize("architecture", sorted(ARCHITECTURES))
+def test_each_architecture_learns_in_bf16_as_in_fp32(architecture):
+    name, overrides, steps, lr, compared, fall = ARCHITECTURES[architecture]
+    runs = {dtype: [sum(row[loss] for loss in compared)
+                    for row in losses_on_a_fixed_batch(name, overrides, steps, lr, dtype)]
+            for dtype in ("fp32", "bf16")}
+    fp32, bf16 = runs["fp32"], runs["bf16"]
+    assert fp32[-1] < fall * fp32[0], runs  # the case itself learns
+    assert bf16[-1] < fall * bf16[0], runs
+    gaps = [abs(b - f) / f for b, f in zip(bf16, fp32)]
+    # bf16 rounding shows (the runs are not identical) but stays small
+    assert 0 < max(gaps) < AS_IN_FP32, runs
+
+
+def test_bf16_graph_keeps_fp32_parameters_and_converts_the_backbone():
+    model = zoo.get_model("ssd_mobilenetv2_stride8", **TINY)
+    symbol, shapes = model.train_symbol(), model.train_input_shapes(2, 1)
+    converted = precision.bf16_training_symbol(symbol, shapes)
+    assert converted.list_arguments() == symbol.list_arguments()
+    assert converted.list_auxiliary_states() == symbol.list_auxiliary_states()
+    assert converted.list_outputs() == symbol.list_outputs()
+    arg_types, out_types, aux_types = converted.infer_type(
+        **dict.fromkeys(shapes, np.float32))
+    assert set(arg_types) == set(out_types) == set(aux_types) == {np.float32}
+    layers = precision.bf16_layers(converted, shapes)
+    nodes = json.loads(symbol.tojson())["nodes"]
+    convolutions = [n["name"] for n in nodes if n["op"] == "Convolution"]
+    # all but the 3-channel stem and layers of 24 channels or heads of 9 * 4 anchors...
+    assert "conv1" not in layers and "block2_expand" in layers
+    assert sum(name in layers for name in convolutions) > 0.7 * len(convolutions)
+    # ... anchors, targets and losses stay fp32
+    assert not any(n["name"] in layers for n in nodes if n["op"].startswith(
+        ("_contrib_MultiBox", "SoftmaxOutput", "smooth_l1", "MakeLoss")))
+
+
+def write_voc(root, sizes, split_names):
+    """A VOC folder of JPEG images of odd ``sizes``, a bright box on each, classes of our own."""
+    classes = ("kettle", "lamp")
+    for folder in ("JPEGImages", "Annotations", os.path.join("ImageSets", "Main")):
+        os.makedirs(os.path.join(root, folder), exist_ok=True)
+    rng = np.random.RandomState(7)
+    ids = []
+    for index, (height, width) in enumerate(sizes):
+        image = rng.randint(0, 50, (height, width, 3)).astype(np.uint8)
+        box = (width // 5 + index, height // 4, width // 2 + 2 * index, 3 * height // 4)
+        image[box[1]:box[3], box[0]:box[2]] = (230, 60 + 150 * (index % 2), 90)
+        image_id = "pic%d" % index
+        cv2.imwrite(os.path.join(root, "JPEGImages", image_id + ".jpg"), image)
+        with open(os.path.join(root, "Annotations", image_id + ".xml"), "w") as stream:
+            stream.write(annotation_xml(image_id + ".jpg", width, height,
+                                        [(classes[index % 2], box, False)]))
+        ids.append(image_id)
+    with open(os.path.join(root, "classes.txt"), "w") as stream:
+        stream.write("\n".join(classes) + "\n")
+    for split, chosen in split_names.items():
+        with open(os.path.join(root, "ImageSets", "Main", split + ".txt"), "w") as stream:
+            stream.write("\n".join(ids[i] for i in chosen) + "\n")
+    return root
+
+
+@pytest.fixture(scope="module")
+def voc(tmp_path_factory):
+    return write_voc(str(tmp_path_factory.mktemp("voc")),
+                     [(101, 133), (97, 120), (140, 99), (111, 111), (90, 150), (123, 87)],
+                     {"train": range(4), "val": range(4, 6)})
+
+
+def train_argv(voc, output, *extra):
+    return ["train", "--network", "ssd_mobilenetv2_stride8", "--dataset", "voc",
+            "--data-root", voc, "--data-shape", "128", "--batch-size", "2",
+            "--max-expand", "1", "--no-crop", "--no-progress", "--data-threads", "1",
+            "--output-dir", str(output), *extra]
+
+
+@needs_bf16
+def test_a_bf16_run_resumes_fine_tunes_and_its_artifact_detects(voc, tmp_path, caplog):
+    caplog.set_level("INFO")
+    first = tmp_path / "first"
+    assert main(train_argv(voc, first, "--epochs", "1", "--dtype", "auto")) == 0
+    header = next(r.getMessage() for r in caplog.records
+                  if r.getMessage().startswith("training "))
+    assert ", bf16 (auto: this CPU has %s), output" % " and ".join(
+        precision.bf16_instruction_sets()) in header
+    # resumed in bf16 from its own checkpoint (optimizer state included)
+    assert main(train_argv(voc, first, "--epochs", "2", "--dtype", "bf16",
+                           "--resume", "auto")) == 0
+    assert "resumed from %s at epoch 1" % (first / "ssd_mobilenetv2_stride8") in caplog.text
+    prefix = str(first / "ssd_mobilenetv2_stride8")
+    saved = artifact.load(prefix, 2)
+    assert saved.meta["training"]["trainer"]["dtype"] == "bf16"
+    assert saved.meta["precision"]["dtype"] == "fp32"
+    arrays = list(saved.arg_params.values()) + list(saved.aux_params.values())
+    assert {np.dtype(array.dtype) for array in arrays} == {np.dtype(np.float32)}
+    # every other command takes it as it is: the detector, and a fine-tuning run in bf16
+    image = os.path.join(voc, "JPEGImages", "pic5.jpg")
+    found = zoo.load_detector(prefix, 2)(image)
+    assert found.boxes.dtype == np.float32 and len(found.boxes) == len(found.scores)
+    assert main(train_argv(voc, tmp_path / "tuned", "--epochs", "1", "--dtype", "bf16",
+                           "--init-from", prefix, "--val-split", "")) == 0
+    assert artifact.latest_epoch(str(tmp_path / "tuned" / "ssd_mobilenetv2_stride8")) == 1
+
+
+@needs_bf16
+def test_bf16_with_memory_saving_trains_as_bf16_alone():
+    model = zoo.get_model("ssd_mobilenetv2_stride8", **TINY)
+    rows = {}
+    for saving in (False, True):
+        data = DetectionLoader(InMemoryDataset(2), 2, ValTransform(TINY["data_shape"]),
+                               shuffle=False, num_workers=1, max_objects=1)
+        trainer = Trainer(model, data, TrainerOptions(epochs=2, batch_size=2, dtype="bf16",
+                                                      memory_saving=saving),
+                          OptimizerOptions(lr=0.005))
+        rows[saving] = trainer.fit()
+        nodes = json.loads(trainer.module.symbol.tojson(remove_amp_cast=False))["nodes"]
+        assert any(node["op"] == "amp_cast" for node in nodes)
+    for plain, saving in zip(rows[False], rows[True]):
+        for loss in model.loss_names:
+            assert saving[loss] == pytest.approx(plain[loss], rel=1e-5)
+
+
+def test_bf16_is_refused_in_one_line_on_a_cpu_without_it(voc, tmp_path, monkeypatch,
+                                                         capsys, caplog):
+    monkeypatch.setattr(precision, "cpu_flags", lambda: frozenset({"fpu", "avx512f", "avx2"}))
+    assert main(train_argv(voc, tmp_path / "bf16", "--dtype", "bf16")) == 1
+    assert capsys.readouterr().err == (
+        "zoo train: error: --dtype bf16: this CPU has neither avx512_bf16 nor amx_bf16 among "
+        "its /proc/cpuinfo flags: bfloat16 would be emulated, slower than fp32; train with "
+        "--dtype fp32 (or auto, which picks fp32 here)\n")
+    assert not (tmp_path / "bf16").exists()
+    with pytest.raises(OptionsError, match="--dtype bf16: this CPU has neither"):
+        TrainerOptions(epochs=1, batch_size=2, dtype="bf16")
+    # auto trains in fp32 there, and says why
+    caplog.set_level("INFO")
+    assert main(train_argv(voc, tmp_path / "auto", "--dtype", "auto", "--epochs", "1",
+                           "--val-split", "")) == 0
+    assert ", fp32 (auto: this CPU has neither avx512_bf16 nor amx_bf16 among its " \
+        "/proc/cpuinfo flags: bfloat16 would be emulated, slower than fp32), output" in caplog.text
+    saved = artifact.load(str(tmp_path / "auto" / "ssd_mobilenetv2_stride8"), 1)
+    assert saved.meta["training"]["trainer"]["dtype"] == "fp32"
+
+
+def test_bf16_on_a_gpu_is_refused():
+    with pytest.raises(OptionsError, match="--dtype bf16: bfloat16 training runs on "
+                       "the CPU's oneDNN kernels, not on gpu0"):
+        precision.check_dtype("bf16", "gpu0")
+    assert precision.resolve_dtype("auto", "gpu0")[0] == "fp32"
+
+
+def test_cpu_flags_are_read_from_cpuinfo(tmp_path):
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("processor\t: 0\nflags\t\t: fpu avx512f avx512_bf16\n\nprocessor\t: 1\n")
+    assert precision.cpu_flags(str(cpuinfo)) == {"fpu", "avx512f", "avx512_bf16"}
+    assert precision.cpu_flags(str(tmp_path / "missing")) == frozenset()

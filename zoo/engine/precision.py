@@ -1,0 +1,178 @@
+"""Training in bfloat16 where the CPU has it (``zoo train --dtype bf16``).
+
+The training graph is converted by MXNet's own AMP (``mxnet.contrib.amp.convert_symbol``,
+``target_dtype="bfloat16"``): convolutions and fully connected layers run in bfloat16, and
+the operators that run in either precision (batch norm, activations, pooling, sums,
+concatenations) follow their inputs, so a backbone runs in bfloat16 from its first cast to
+its heads. What stays fp32:
+
+- the parameters: AMP casts each weight on its way into a layer (``amp_cast``), whose
+  backward casts the gradient back, so Module holds fp32 weights, gradients and optimizer
+  state (the master weights) and checkpoints are ordinary fp32 artifacts;
+- batch norm's scale, shift and running statistics (AMP's own rule);
+- anchors, target assignment and losses (``MultiBoxPrior``/``MultiBoxTarget``, the Faster
+  R-CNN target operators, ``SoftmaxOutput``, ``smooth_l1``, ...), which AMP keeps in fp32,
+  casting their inputs.
+
+Two adjustments to AMP's lists, from oneDNN's kernels on AVX512-BF16
+(``DNNL_VERBOSE=1``, SSD-512 ResNet-50):
+
+- A convolution or fully connected layer whose input or output channels are not a
+  multiple of :data:`CHANNEL_BLOCK` stays fp32. oneDNN's bfloat16 kernels work on blocks
+  of 16 channels; such a layer falls back to a plain-layout gemm kernel, and the batch norm
+  and pooling after it to reference kernels (the stem's 3-channel convolution made the
+  first batch norm and pooling cost more than all others together).
+- Anchor generators read only their input's height and width: they get a one-channel
+  slice of it, cut off from the gradient, instead of a fp32 copy of a whole feature map.
+"""
+import json
+
+import mxnet as mx
+import numpy as np
+from mxnet.contrib import amp
+
+from zoo.errors import OptionsError
+
+__all__ = ["BF16_INSTRUCTION_SETS", "CHANNEL_BLOCK", "DTYPES", "bf16_instruction_sets",
+           "bf16_training_symbol", "bf16_unavailable", "check_dtype", "cpu_flags",
+           "resolve_dtype"]
+
+DTYPES = ("fp32", "bf16", "auto")
+"""``--dtype`` of training: ``auto`` is bf16 where the CPU runs it natively, else fp32."""
+BF16_INSTRUCTION_SETS = ("avx512_bf16", "amx_bf16")
+"""The /proc/cpuinfo flags of native bfloat16 arithmetic (Intel Cooper Lake and later,
+AMD Zen 4 and later; AMX on Sapphire Rapids and later)."""
+CHANNEL_BLOCK = 16
+"""oneDNN's channel block of bfloat16 convolutions on AVX-512."""
+SHAPE_ONLY_OPS = ("_contrib_MultiBoxPrior",)
+"""Operators that read only their first input's shape."""
+FP32_OPS = ("_contrib_MultiBoxPrior", "_contrib_MultiBoxTarget", "_contrib_MultiBoxDetection")
+"""Anchors, SSD target assignment and decoding: AMP lists them as "widest type" operators
+(they would take bfloat16 inputs), but they have fp32 kernels only."""
+CONVERTED_OPS = ("Convolution", "FullyConnected")
+
+
+def cpu_flags(path="/proc/cpuinfo"):
+    """The CPU's feature flags (empty where ``path`` cannot be read: not Linux)."""
+    try:
+        with open(path) as stream:
+            for line in stream:
+                if line.startswith("flags"):
+                    return frozenset(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return frozenset()
+
+
+def bf16_instruction_sets():
+    """Which of :data:`BF16_INSTRUCTION_SETS` this CPU has."""
+    flags = cpu_flags()
+    return tuple(name for name in BF16_INSTRUCTION_SETS if name in flags)
+
+
+def bf16_unavailable(ctx="cpu"):
+    """Why training on ``ctx`` (a device string) cannot run in bfloat16, or None."""
+    if ctx != "cpu":
+        return "bfloat16 training runs on the CPU's oneDNN kernels, not on %s" % ctx
+    if not mx.runtime.Features().is_enabled("MKLDNN"):
+        return "this MXNet build has no oneDNN (MKLDNN), whose kernels run bfloat16"
+    if not bf16_instruction_sets():
+        return ("this CPU has neither %s among its /proc/cpuinfo flags: bfloat16 would be "
+                "emulated, slower than fp32" % " nor ".join(BF16_INSTRUCTION_SETS))
+    return None
+
+
+def check_dtype(dtype, ctx="cpu"):
+    """Refuse, in one line, a ``dtype`` not in :data:`DTYPES`, or bf16 where it cannot run."""
+    if dtype not in DTYPES:
+        raise OptionsError("--dtype %r: one of %s" % (dtype, ", ".join(DTYPES)))
+    reason = bf16_unavailable(ctx) if dtype == "bf16" else None
+    if reason:
+        raise OptionsError("--dtype bf16: %s; train with --dtype fp32 (or auto, which picks "
+                           "fp32 here)" % reason)
+
+
+def resolve_dtype(dtype, ctx="cpu"):
+    """``(precision, note)``: the precision ``dtype`` trains in on ``ctx``, ``fp32`` or
+    ``bf16``, and for ``auto`` why it was picked (None otherwise)."""
+    check_dtype(dtype, ctx)
+    if dtype != "auto":
+        return dtype, None
+    reason = bf16_unavailable(ctx)
+    if reason:
+        return "fp32", "auto: " + reason
+    return "bf16", "auto: this CPU has %s" % " and ".join(bf16_instruction_sets())
+
+
+def _graph(symbol):
+    return json.loads(symbol.tojson(remove_amp_cast=False))
+
+
+def _unblocked_layers(symbol, input_shapes):
+    """Convolutions and fully connected layers whose input or output channels are not a
+    multiple of :data:`CHANNEL_BLOCK`."""
+    arg_shapes, _, _ = symbol.infer_shape(**input_shapes)
+    shapes = dict(zip(symbol.list_arguments(), arg_shapes))
+    nodes = _graph(symbol)["nodes"]
+    names = []
+    for node in nodes:
+        if node["op"] not in CONVERTED_OPS:
+            continue
+        weight = shapes[nodes[node["inputs"][1][0]]["name"]]
+        groups = int(node.get("attrs", {}).get("num_group", 1))
+        # A weight is (out, in / groups, kernel...) or, fully connected, (out, in).
+        channels = (weight[0], weight[1] * groups)
+        if any(count % CHANNEL_BLOCK for count in channels):
+            names.append(node["name"])
+    return names
+
+
+def _shape_only_inputs(symbol):
+    """``symbol`` with each :data:`SHAPE_ONLY_OPS` operator reading a one-channel slice of
+    its input, without gradient: the same output, and AMP's fp32 cast of it is cheap."""
+    graph = _graph(symbol)
+    nodes, renumbered, old_to_new = graph["nodes"], [], {}
+
+    def add(node):
+        renumbered.append(node)
+        return len(renumbered) - 1
+    for index, node in enumerate(nodes):
+        node = dict(node, inputs=[[old_to_new[i], k, v] for i, k, v in node["inputs"]])
+        if node["op"] in SHAPE_ONLY_OPS:
+            source = node["inputs"][0]
+            sliced = add({"op": "slice_axis", "name": node["name"] + "_shape_source",
+                          "attrs": {"axis": "1", "begin": "0", "end": "1"},
+                          "inputs": [source]})
+            blocked = add({"op": "BlockGrad", "name": node["name"] + "_shape_source_nograd",
+                           "inputs": [[sliced, 0, 0]]})
+            node["inputs"] = [[blocked, 0, 0]] + node["inputs"][1:]
+        old_to_new[index] = add(node)
+    graph["nodes"] = renumbered
+    graph["arg_nodes"] = [i for i, node in enumerate(renumbered) if node["op"] == "null"]
+    graph["heads"] = [[old_to_new[i], k, v] for i, k, v in graph["heads"]]
+    graph.pop("node_row_ptr", None)
+    return mx.sym.load_json(json.dumps(graph))
+
+
+def bf16_training_symbol(symbol, input_shapes):
+    """The fp32 training graph ``symbol`` (inputs and ``label`` of ``input_shapes``)
+    converted for bfloat16 training (see the module's doc): same arguments, auxiliary
+    states and outputs, all fp32."""
+    symbol = _shape_only_inputs(symbol)
+    nodes = _graph(symbol)["nodes"]
+    excluded = _unblocked_layers(symbol, input_shapes) + [
+        node["name"] for node in nodes if node["op"] in FP32_OPS]
+    return amp.convert_symbol(symbol, target_dtype="bfloat16", data_names=list(input_shapes),
+                              excluded_sym_names=excluded)
+
+
+def bf16_layers(symbol, input_shapes):
+    """Names of the operators of a converted graph ``symbol`` whose output is bfloat16,
+    casts excluded."""
+    internals = symbol.get_internals()
+    _, types, _ = internals.infer_type(**{name: np.float32 for name in input_shapes})
+    bf16 = {name for name, dtype in zip(internals.list_outputs(), types)
+            if dtype is not None and np.dtype(dtype) == np.dtype(amp.amp.bfloat16)}
+    return [node["name"] for node in _graph(symbol)["nodes"]
+            if node["op"] not in ("null", "amp_cast", "amp_multicast")
+            and (node["name"] + "_output") in bf16]
