@@ -14,8 +14,8 @@ its heads. What stays fp32:
   R-CNN target operators, ``SoftmaxOutput``, ``smooth_l1``, ...), which AMP keeps in fp32,
   casting their inputs.
 
-Two adjustments to AMP's lists, from oneDNN's kernels on AVX512-BF16
-(``DNNL_VERBOSE=1``, SSD-512 ResNet-50):
+Adjustments to AMP's lists, from oneDNN's kernels on AVX512-BF16 (``DNNL_VERBOSE=1``,
+SSD-512 ResNet-50) and MXNet's profiler (see :data:`FP32_OPS`):
 
 - A convolution or fully connected layer whose input or output channels are not a
   multiple of :data:`CHANNEL_BLOCK` stays fp32. oneDNN's bfloat16 kernels work on blocks
@@ -32,10 +32,11 @@ import numpy as np
 from mxnet.contrib import amp
 
 from zoo.errors import OptionsError
+from zoo.predictor import fuse
 
-__all__ = ["BF16_INSTRUCTION_SETS", "CHANNEL_BLOCK", "DTYPES", "bf16_instruction_sets",
-           "bf16_training_symbol", "bf16_unavailable", "check_dtype", "cpu_flags",
-           "resolve_dtype"]
+__all__ = ["BF16_INSTRUCTION_SETS", "CHANNEL_BLOCK", "DTYPES", "bf16_inference_graph",
+           "bf16_instruction_sets", "bf16_layers", "bf16_training_symbol", "bf16_unavailable",
+           "check_dtype", "cpu_flags", "resolve_dtype"]
 
 DTYPES = ("fp32", "bf16", "auto")
 """``--dtype`` of training: ``auto`` is bf16 where the CPU runs it natively, else fp32."""
@@ -46,10 +47,15 @@ CHANNEL_BLOCK = 16
 """oneDNN's channel block of bfloat16 convolutions on AVX-512."""
 SHAPE_ONLY_OPS = ("_contrib_MultiBoxPrior",)
 """Operators that read only their first input's shape."""
-FP32_OPS = ("_contrib_MultiBoxPrior", "_contrib_MultiBoxTarget", "_contrib_MultiBoxDetection")
-"""Anchors, SSD target assignment and decoding: AMP lists them as "widest type" operators
-(they would take bfloat16 inputs), but they have fp32 kernels only."""
+FP32_OPS = ("_contrib_MultiBoxPrior", "_contrib_MultiBoxTarget", "_contrib_MultiBoxDetection",
+            "clip")
+"""Operators kept in fp32. Anchors, SSD target assignment and decoding: AMP lists them as
+"widest type" operators (they would take bfloat16 inputs), but they have fp32 kernels
+only. ``clip`` (MobileNet's ReLU6) has no oneDNN kernel: MXNet's own converts each bfloat16
+element in software, 1.4x the time of casting to fp32, clipping and casting back."""
 CONVERTED_OPS = ("Convolution", "FullyConnected")
+FUSED_OPS = ("_sg_mkldnn_conv", "_sg_mkldnn_fully_connected")
+"""MKL-DNN's fused convolution and fully connected operators (:func:`zoo.predictor.fuse`)."""
 
 
 def cpu_flags(path="/proc/cpuinfo"):
@@ -82,14 +88,15 @@ def bf16_unavailable(ctx="cpu"):
     return None
 
 
-def check_dtype(dtype, ctx="cpu"):
-    """Refuse, in one line, a ``dtype`` not in :data:`DTYPES`, or bf16 where it cannot run."""
+def check_dtype(dtype, ctx="cpu", flag="--dtype"):
+    """Refuse, in one line naming ``flag``, a ``dtype`` not in :data:`DTYPES`, or bf16
+    where it cannot run."""
     if dtype not in DTYPES:
-        raise OptionsError("--dtype %r: one of %s" % (dtype, ", ".join(DTYPES)))
+        raise OptionsError("%s %r: one of %s" % (flag, dtype, ", ".join(DTYPES)))
     reason = bf16_unavailable(ctx) if dtype == "bf16" else None
     if reason:
-        raise OptionsError("--dtype bf16: %s; train with --dtype fp32 (or auto, which picks "
-                           "fp32 here)" % reason)
+        raise OptionsError("%s bf16: %s; use %s fp32 (or auto, which picks fp32 here)"
+                           % (flag, reason, flag))
 
 
 def resolve_dtype(dtype, ctx="cpu"):
@@ -108,18 +115,25 @@ def _graph(symbol):
     return json.loads(symbol.tojson(remove_amp_cast=False))
 
 
+def _groups(node):
+    """``num_group`` of a convolution, or of the one a fused MKL-DNN node holds."""
+    inner = [n for graph in node.get("subgraphs", ()) for n in graph["nodes"]
+             if n["op"] == "Convolution"]
+    return int((inner[0] if inner else node).get("attrs", {}).get("num_group", 1))
+
+
 def _unblocked_layers(symbol, input_shapes):
-    """Convolutions and fully connected layers whose input or output channels are not a
-    multiple of :data:`CHANNEL_BLOCK`."""
+    """Convolutions and fully connected layers (fused or not) whose input or output
+    channels are not a multiple of :data:`CHANNEL_BLOCK`."""
     arg_shapes, _, _ = symbol.infer_shape(**input_shapes)
     shapes = dict(zip(symbol.list_arguments(), arg_shapes))
     nodes = _graph(symbol)["nodes"]
     names = []
     for node in nodes:
-        if node["op"] not in CONVERTED_OPS:
+        if node["op"] not in CONVERTED_OPS + FUSED_OPS:
             continue
         weight = shapes[nodes[node["inputs"][1][0]]["name"]]
-        groups = int(node.get("attrs", {}).get("num_group", 1))
+        groups = _groups(node)
         # A weight is (out, in / groups, kernel...) or, fully connected, (out, in).
         channels = (weight[0], weight[1] * groups)
         if any(count % CHANNEL_BLOCK for count in channels):
@@ -154,16 +168,46 @@ def _shape_only_inputs(symbol):
     return mx.sym.load_json(json.dumps(graph))
 
 
+def _conversion(symbol, input_shapes, fp32_ops, target_ops=None):
+    """``(symbol, keywords)``: ``symbol`` with anchors reading shapes only, and AMP's
+    keywords converting ``target_ops`` (default AMP's) to bfloat16 but those off the channel
+    blocks, and the operators ``fp32_ops`` to fp32."""
+    symbol = _shape_only_inputs(symbol)
+    nodes = _graph(symbol)["nodes"]
+    keywords = {"target_dtype": "bfloat16", "excluded_sym_names": _unblocked_layers(
+        symbol, input_shapes) + [node["name"] for node in nodes if node["op"] in fp32_ops]}
+    if target_ops:
+        keywords.update(target_dtype_ops=list(target_ops),
+                        fp32_ops=[op for op in amp.list_fp32_ops(amp.amp.bfloat16)
+                                  if op not in target_ops])
+    return symbol, keywords
+
+
 def bf16_training_symbol(symbol, input_shapes):
     """The fp32 training graph ``symbol`` (inputs and ``label`` of ``input_shapes``)
     converted for bfloat16 training (see the module's doc): same arguments, auxiliary
     states and outputs, all fp32."""
-    symbol = _shape_only_inputs(symbol)
-    nodes = _graph(symbol)["nodes"]
-    excluded = _unblocked_layers(symbol, input_shapes) + [
-        node["name"] for node in nodes if node["op"] in FP32_OPS]
-    return amp.convert_symbol(symbol, target_dtype="bfloat16", data_names=list(input_shapes),
-                              excluded_sym_names=excluded)
+    symbol, keywords = _conversion(symbol, input_shapes, FP32_OPS)
+    return amp.convert_symbol(symbol, data_names=list(input_shapes), **keywords)
+
+
+def bf16_inference_graph(symbol, arg_params, aux_params, input_shapes, fuse_first):
+    """``(symbol, arg_params, aux_params)``: the inference graph ``symbol`` (inputs of
+    ``input_shapes``) in bfloat16, fused for MKL-DNN, its layers' weights stored in bfloat16
+    (a cast in the graph would run at every call, and a fused convolution would fold its
+    batch norm again each time). Converted then fused (``fuse_first`` False) or fused then
+    converted (AMP converting the fused operators): the two orders ``zoo benchmark --dtypes
+    bf16`` times. ``clip`` stays bfloat16 here: fusion folds it into its convolution. The
+    given parameter dicts are not changed."""
+    fp32_ops = tuple(op for op in FP32_OPS if op != "clip")
+    if fuse_first:
+        symbol, keywords = _conversion(fuse(symbol), input_shapes, fp32_ops,
+                                       CONVERTED_OPS + FUSED_OPS)
+    else:
+        symbol, keywords = _conversion(symbol, input_shapes, fp32_ops)
+    converted, args, aux = amp.convert_model(symbol, dict(arg_params), dict(aux_params),
+                                             cast_optional_params=True, **keywords)
+    return (converted if fuse_first else fuse(converted)), args, aux
 
 
 def bf16_layers(symbol, input_shapes):
