@@ -238,3 +238,18 @@ def test_bf16_inference_graph_detects_as_fp32_in_either_order():
         found = Predictor(symbol, args, aux)(**inputs)[0].asnumpy()[0]
         top = [np.sort(rows[rows[:, 0] >= 0, 1])[::-1][:10] for rows in (expected, found)]
         assert np.abs(top[0] - top[1]).max() < 0.02
+
+
+@needs_bf16
+@pytest.mark.slow
+def test_two_dist_sync_workers_train_in_bf16_and_end_identical(shapes, tmp_path):
+    """The graph changes, not the kvstore: fp32 gradients are summed and every worker
+    applies the same update to its fp32 weights."""
+    from test_launch import (NETWORK, assert_same_params, dumped_params, launch_training,
+                             saved_params, train_flags)
+    output = tmp_path / "dist"
+    done = launch_training(train_flags(shapes, output, 2) + ["--dtype", "bf16"])
+    assert ", 2 epochs, bf16, output" in done.stdout + done.stderr
+    workers = [dumped_params(output / ("final-rank%d.params" % rank)) for rank in (0, 1)]
+    assert_same_params(workers[0], workers[1])
+    assert_same_params(workers[0], saved_params(str(output / NETWORK), 2))
