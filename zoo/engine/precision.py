@@ -24,6 +24,9 @@ SSD-512 ResNet-50) and MXNet's profiler (see :data:`FP32_OPS`):
   first batch norm and pooling cost more than all others together).
 - Anchor generators read only their input's height and width: they get a one-channel
   slice of it, cut off from the gradient, instead of a fp32 copy of a whole feature map.
+
+:func:`bf16_inference_graph` converts an inference graph the same way, its weights stored
+in bfloat16, for ``zoo benchmark --dtypes bf16`` (no artifact is written in bf16).
 """
 import json
 
