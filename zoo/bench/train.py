@@ -57,7 +57,7 @@ class OurSide(Hook):
     def __init__(self, clock, warmup_rounds, rounds, interleave, checks, kernels):
         self.clock, self.warmup_rounds, self.rounds = clock, warmup_rounds, rounds
         self.interleave, self.checks, self.kernels = interleave, checks, kernels
-        self.profiled = None
+        self.profiled, self.losses = None, None
 
     def profiling(self, epoch):
         return epoch == self.warmup_rounds + self.rounds
@@ -67,9 +67,14 @@ class OurSide(Hook):
         epochs = loader.epoch
         loader.epoch = lambda epoch: clock.timed_iter("data", epochs(epoch))
         trainer.data_batch = clock.timed("data", trainer.data_batch)
-        trainer.model.training_losses = clock.timed("metrics", trainer.model.training_losses)
+        self.losses = trainer.model.training_losses
+        trainer.model.training_losses = clock.timed("metrics", self.losses)
         for check in self.checks:
             check.after_step = clock.timed("logging", check.after_step)
+
+    def after_train(self, trainer):
+        # The model is shared by our sides: the next one times its own metrics.
+        trainer.model.training_losses = self.losses
 
     def before_epoch(self, trainer, epoch):
         module = trainer.module
