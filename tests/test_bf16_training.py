@@ -5,6 +5,7 @@ import json
 import os
 
 import cv2
+import mxnet as mx
 import numpy as np
 import pytest
 
@@ -253,3 +254,25 @@ def test_two_dist_sync_workers_train_in_bf16_and_end_identical(shapes, tmp_path)
     workers = [dumped_params(output / ("final-rank%d.params" % rank)) for rank in (0, 1)]
     assert_same_params(workers[0], workers[1])
     assert_same_params(workers[0], saved_params(str(output / NETWORK), 2))
+
+
+@needs_bf16
+def test_a_layer_and_a_pooling_of_one_fp32_tensor_concatenate():
+    """The shape of a C4 Inception head (every registered model converts and trains a step
+    in bf16; this one failed MXNet 1.9's AMP): bfloat16 convolutions and a max-pooling of
+    the fp32 ROI features, concatenated."""
+    data, rois = mx.sym.var("data"), mx.sym.var("rois")
+    features = mx.sym.Convolution(data, num_filter=32, kernel=(3, 3), pad=(1, 1), name="c0")
+    pooled = mx.sym.contrib.ROIAlign(features, rois, pooled_size=(7, 7), spatial_scale=1.0,
+                                     name="roi_align")
+    branches = [mx.sym.Convolution(pooled, num_filter=32, kernel=(1, 1), name="c1"),
+                mx.sym.Pooling(pooled, kernel=(3, 3), pad=(1, 1), pool_type="max", name="p")]
+    loss = mx.sym.MakeLoss(mx.sym.sum(mx.sym.Concat(*branches, name="concat")))
+    shapes = {"data": (1, 16, 16, 16), "rois": (2, 5)}
+    converted = precision.bf16_training_symbol(loss, shapes)
+    assert {"c0", "c1", "p"} <= set(precision.bf16_layers(converted, shapes))
+    executor = converted.simple_bind(mx.cpu(), grad_req="write", **shapes)
+    executor.arg_dict["rois"][:] = mx.nd.array([[0, 1, 1, 9, 9], [0, 2, 3, 14, 12]])
+    executor.forward(is_train=True)
+    executor.backward()
+    assert np.isfinite(executor.grad_dict["c0_weight"].asnumpy()).all()

@@ -24,6 +24,9 @@ SSD-512 ResNet-50) and MXNet's profiler (see :data:`FP32_OPS`):
   first batch norm and pooling cost more than all others together).
 - Anchor generators read only their input's height and width: they get a one-channel
   slice of it, cut off from the gradient, instead of a fp32 copy of a whole feature map.
+- An fp32 tensor read both by a converted layer and by an either-precision operator gets
+  an explicit bfloat16 cast for the latter (:func:`_cast_shared_fp32`: MXNet 1.9's AMP
+  pass would mistype it).
 
 :func:`bf16_inference_graph` converts an inference graph the same way, its weights stored
 in bfloat16, for ``zoo benchmark --dtypes bf16`` (no artifact is written in bf16).
@@ -144,26 +147,19 @@ def _unblocked_layers(symbol, input_shapes):
     return names
 
 
-def _shape_only_inputs(symbol):
-    """``symbol`` with each :data:`SHAPE_ONLY_OPS` operator reading a one-channel slice of
-    its input, without gradient: the same output, and AMP's fp32 cast of it is cheap."""
+def _rewritten(symbol, edit):
+    """``symbol`` with each operator's inputs replaced by ``edit(node, inputs, add)``:
+    ``inputs`` are its ``[node index, output, version]`` entries in the new graph, ``add(node)``
+    adds a node before it and returns its index."""
     graph = _graph(symbol)
-    nodes, renumbered, old_to_new = graph["nodes"], [], {}
+    renumbered, old_to_new = [], {}
 
     def add(node):
         renumbered.append(node)
         return len(renumbered) - 1
-    for index, node in enumerate(nodes):
-        node = dict(node, inputs=[[old_to_new[i], k, v] for i, k, v in node["inputs"]])
-        if node["op"] in SHAPE_ONLY_OPS:
-            source = node["inputs"][0]
-            sliced = add({"op": "slice_axis", "name": node["name"] + "_shape_source",
-                          "attrs": {"axis": "1", "begin": "0", "end": "1"},
-                          "inputs": [source]})
-            blocked = add({"op": "BlockGrad", "name": node["name"] + "_shape_source_nograd",
-                           "inputs": [[sliced, 0, 0]]})
-            node["inputs"] = [[blocked, 0, 0]] + node["inputs"][1:]
-        old_to_new[index] = add(node)
+    for index, node in enumerate(graph["nodes"]):
+        inputs = [[old_to_new[i], k, v] for i, k, v in node["inputs"]]
+        old_to_new[index] = add(dict(node, inputs=edit(index, node, inputs, add)))
     graph["nodes"] = renumbered
     graph["arg_nodes"] = [i for i, node in enumerate(renumbered) if node["op"] == "null"]
     graph["heads"] = [[old_to_new[i], k, v] for i, k, v in graph["heads"]]
@@ -171,15 +167,68 @@ def _shape_only_inputs(symbol):
     return mx.sym.load_json(json.dumps(graph))
 
 
-def _conversion(symbol, input_shapes, fp32_ops, target_ops=None):
-    """``(symbol, keywords)``: ``symbol`` with anchors reading shapes only, and AMP's
-    keywords converting ``target_ops`` (default AMP's) to bfloat16 but those off the channel
-    blocks, and the operators ``fp32_ops`` to fp32."""
+def _shape_only_inputs(symbol):
+    """``symbol`` with each :data:`SHAPE_ONLY_OPS` operator reading a one-channel slice of
+    its input, without gradient: the same output, and AMP's fp32 cast of it is cheap."""
+    def edit(index, node, inputs, add):
+        if node["op"] not in SHAPE_ONLY_OPS:
+            return inputs
+        sliced = add({"op": "slice_axis", "name": node["name"] + "_shape_source",
+                      "attrs": {"axis": "1", "begin": "0", "end": "1"}, "inputs": inputs[:1]})
+        blocked = add({"op": "BlockGrad", "name": node["name"] + "_shape_source_nograd",
+                       "inputs": [[sliced, 0, 0]]})
+        return [[blocked, 0, 0]] + inputs[1:]
+    return _rewritten(symbol, edit)
+
+
+def _cast_shared_fp32(symbol, target_ops, excluded):
+    """``symbol`` with an explicit bfloat16 cast between each possibly-fp32 tensor (the output
+    of a widest-type, fp32 or excluded operator) and the operators of AMP's either-precision
+    list that read it, where a converted layer reads it too.
+
+    MXNet 1.9's AMP pass casts such a tensor to bfloat16 for the layer, and then takes it for
+    bfloat16 in the either-precision operator too, which in fact reads the fp32 original: a
+    C4 Inception head's max-pooling of the fp32 ROI features, concatenated with bfloat16
+    convolutions of them, failed the graph's type check."""
+    nodes = _graph(symbol)["nodes"]
+    either = set(amp.list_lp16_fp32_ops(amp.amp.bfloat16)) - set(target_ops)
+    maybe_fp32 = (set(amp.list_widest_type_cast(amp.amp.bfloat16))
+                  | set(amp.list_fp32_ops(amp.amp.bfloat16))) - set(target_ops)
+    readers = {}
+    for node in nodes:
+        if node["op"] != "null" and node["name"] not in excluded:
+            for i, k, _ in node["inputs"]:
+                readers.setdefault((i, k), set()).add(node["op"])
+    shared = {entry for entry, ops in readers.items()
+              if (nodes[entry[0]]["op"] in maybe_fp32 or nodes[entry[0]]["name"] in excluded)
+              and ops & set(target_ops) and ops & either}
+    casts = {}
+
+    def edit(index, node, inputs, add):
+        if node["op"] not in either or node["name"] in excluded:
+            return inputs
+        for position, (i, k, _) in enumerate(node["inputs"]):
+            if (i, k) in shared:
+                if (i, k) not in casts:
+                    casts[i, k] = add({"op": "amp_cast", "attrs": {"dtype": "bfloat16"},
+                                       "name": "%s_%d_bf16" % (nodes[i]["name"], k),
+                                       "inputs": [inputs[position]]})
+                inputs[position] = [casts[i, k], 0, 0]
+        return inputs
+    return _rewritten(symbol, edit)
+
+
+def _conversion(symbol, input_shapes, fp32_ops, target_ops=CONVERTED_OPS):
+    """``(symbol, keywords)``: ``symbol`` with anchors reading shapes only and shared fp32
+    tensors cast, and AMP's keywords converting ``target_ops`` to bfloat16 but those off the
+    channel blocks, and the operators ``fp32_ops`` to fp32."""
     symbol = _shape_only_inputs(symbol)
     nodes = _graph(symbol)["nodes"]
-    keywords = {"target_dtype": "bfloat16", "excluded_sym_names": _unblocked_layers(
-        symbol, input_shapes) + [node["name"] for node in nodes if node["op"] in fp32_ops]}
-    if target_ops:
+    excluded = _unblocked_layers(symbol, input_shapes) + [
+        node["name"] for node in nodes if node["op"] in fp32_ops]
+    symbol = _cast_shared_fp32(symbol, target_ops, set(excluded))
+    keywords = {"target_dtype": "bfloat16", "excluded_sym_names": excluded}
+    if target_ops != CONVERTED_OPS:
         keywords.update(target_dtype_ops=list(target_ops),
                         fp32_ops=[op for op in amp.list_fp32_ops(amp.amp.bfloat16)
                                   if op not in target_ops])
@@ -208,6 +257,7 @@ def bf16_inference_graph(symbol, arg_params, aux_params, input_shapes, fuse_firs
                                        CONVERTED_OPS + FUSED_OPS)
     else:
         symbol, keywords = _conversion(symbol, input_shapes, fp32_ops)
+    # convert_model casts the dicts it is given
     converted, args, aux = amp.convert_model(symbol, dict(arg_params), dict(aux_params),
                                              cast_optional_params=True, **keywords)
     return (converted if fuse_first else fuse(converted)), args, aux
