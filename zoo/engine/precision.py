@@ -149,8 +149,8 @@ def _unblocked_layers(symbol, input_shapes):
 
 def _rewritten(symbol, edit):
     """``symbol`` with each operator's inputs replaced by ``edit(node, inputs, add)``:
-    ``inputs`` are its ``[node index, output, version]`` entries in the new graph, ``add(node)``
-    adds a node before it and returns its index."""
+    ``node`` is the operator as it was, ``inputs`` its ``[node index, output, version]``
+    entries in the new graph, ``add(node)`` adds a node before it and returns its index."""
     graph = _graph(symbol)
     renumbered, old_to_new = [], {}
 
@@ -159,7 +159,7 @@ def _rewritten(symbol, edit):
         return len(renumbered) - 1
     for index, node in enumerate(graph["nodes"]):
         inputs = [[old_to_new[i], k, v] for i, k, v in node["inputs"]]
-        old_to_new[index] = add(dict(node, inputs=edit(index, node, inputs, add)))
+        old_to_new[index] = add(dict(node, inputs=edit(node, inputs, add)))
     graph["nodes"] = renumbered
     graph["arg_nodes"] = [i for i, node in enumerate(renumbered) if node["op"] == "null"]
     graph["heads"] = [[old_to_new[i], k, v] for i, k, v in graph["heads"]]
@@ -170,7 +170,7 @@ def _rewritten(symbol, edit):
 def _shape_only_inputs(symbol):
     """``symbol`` with each :data:`SHAPE_ONLY_OPS` operator reading a one-channel slice of
     its input, without gradient: the same output, and AMP's fp32 cast of it is cheap."""
-    def edit(index, node, inputs, add):
+    def edit(node, inputs, add):
         if node["op"] not in SHAPE_ONLY_OPS:
             return inputs
         sliced = add({"op": "slice_axis", "name": node["name"] + "_shape_source",
@@ -204,7 +204,7 @@ def _cast_shared_fp32(symbol, target_ops, excluded):
               and ops & set(target_ops) and ops & either}
     casts = {}
 
-    def edit(index, node, inputs, add):
+    def edit(node, inputs, add):
         if node["op"] not in either or node["name"] in excluded:
             return inputs
         for position, (i, k, _) in enumerate(node["inputs"]):
