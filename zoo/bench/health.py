@@ -132,10 +132,10 @@ def run_side(options, dataset, checks, interleave, folder):
             first["health"] = clock.parts.get(HEALTH, 0.0)
         interleave()
 
-    side = RoundLast(clock, options.warmup_rounds, end_of_round, [])
+    side = RoundLast(clock, options.warmup_rounds, options.rounds, end_of_round, [], None)
     time_hooks(clock, checks)
     hooks = [DivergenceCheck(os.path.join(folder, model.name)), *checks, side]
-    our_trainer(model, dataset, options, hooks).fit()
+    our_trainer(model, dataset, options, hooks, "fp32", profiled=False).fit()
     return clock, first.get("health", 0.0)
 
 

@@ -27,6 +27,7 @@ import numpy as np
 
 from zoo import artifact
 from zoo.predictor import Predictor
+from zoo.engine.precision import bf16_inference_graph, check_dtype
 from zoo.errors import OptionsError
 from zoo.bench.options import COMPARISONS, DTYPES, BenchmarkOptions
 from zoo.bench.accuracy import calibration_batches, format_cost, format_score, score
@@ -37,7 +38,8 @@ from zoo.model import get_model
 from zoo.bench.profile import PartProfile, format_profile, part_gflops, profile_graph
 
 __all__ = ["BenchmarkOptions", "COMPARISONS", "DTYPES", "GLUONCV_MODELS", "Measurement",
-           "SpeedRatio", "Subject", "benchmark", "checkpoint_subject", "int8_matmul_peak_gops",
+           "SpeedRatio", "Subject", "benchmark", "best_of", "bf16_matmul_peak_gflops",
+           "checkpoint_subject", "int8_matmul_peak_gops", "matmul_peak_gflops",
            "measure", "naive_int8", "network_subjects", "openvino_session", "plot", "print_line",
            "random_images", "ratio_table", "speed_ratios"]
 
@@ -58,6 +60,13 @@ GLUONCV_MODELS = {
     "faster_rcnn_resnet50_gluoncv_coco": ("faster_rcnn_resnet50_v1b_coco",),
     "faster_rcnn_fpn_resnet50_gluoncv_coco": ("faster_rcnn_fpn_resnet50_v1b_coco",),
 }
+BF16_ORDERS = ((False, "(convert, fuse)"), (True, "(fuse, convert)"))
+"""The two orders a bf16 graph is timed in (:func:`zoo.engine.precision.bf16_inference_graph`):
+whichever MXNet's MKL-DNN backend runs faster."""
+PEAK_PROBES = 3
+"""Runs of the bf16 peak probe, the best kept."""
+
+
 @dataclass(frozen=True)
 class Subject:
     """One graph to time: ``run(batch_size)`` returns a callable that runs one batch."""
@@ -110,6 +119,7 @@ class BenchmarkResult:
     profiles: Tuple[PartProfile, ...]  # of each of ours, with ``profile``
     plot: Optional[str]
     fastest: Tuple[Measurement, ...] = ()  # compare all: the fastest of ours per batch size
+    bf16_peak_gflops: Optional[float] = None   # measured when a bf16 graph is timed
     scores: Tuple = ()                 # with a dataset: a zoo.bench.accuracy.Score per side
 
 
@@ -131,6 +141,23 @@ def matmul_peak_gflops(size=2048, seconds=2.0):
     def multiply():
         mx.nd.FullyConnected(a, a, num_hidden=size, no_bias=True).wait_to_read()
     return _giga_ops_per_s(multiply, size, seconds)
+
+
+def bf16_matmul_peak_gflops(size=2048, seconds=2.0):
+    """Measured bfloat16 GFLOP/s of a large matrix multiply (MKL-DNN's ``FullyConnected`` on
+    bfloat16 arrays, as AMP-converted layers run; fp32 accumulation): the bf16 peak."""
+    from mxnet.contrib.amp.amp import bfloat16
+    a = mx.nd.random.uniform(shape=(size, size)).astype(bfloat16)
+
+    def multiply():
+        mx.nd.FullyConnected(a, a, num_hidden=size, no_bias=True).wait_to_read()
+    return _giga_ops_per_s(multiply, size, seconds)
+
+
+def best_of(probe, runs, **kwargs):
+    """The highest of ``runs`` calls of a peak ``probe``: on a machine shared with other
+    work a single probe can read a tenth of the peak."""
+    return max(probe(**kwargs) for _ in range(runs))
 
 
 def int8_matmul_peak_gops(size=2048, seconds=2.0):
@@ -192,12 +219,24 @@ def network_subjects(options):
                       **{field: value for field, value in sizes.items() if value})
     arg_params, aux_params = model.init_params(seed=0)
     subjects = []
+    name = "%s %s" % (options.network, _input_size(model))
     for dtype in options.dtypes:
+        if dtype == "bf16":
+            subjects += bf16_subjects(model, name, arg_params, aux_params)
+            continue
         graph = ((model.symbol(), arg_params, aux_params) if dtype == "fp32"
                  else naive_int8(model, arg_params, aux_params))
-        name = "%s %s" % (options.network, _input_size(model))
         subjects.append(predictor_subject("ours " + dtype, name, model, *graph))
     return model, subjects
+
+
+def bf16_subjects(model, name, arg_params, aux_params):
+    """The model's graph in bfloat16 in each of :data:`BF16_ORDERS` (fp32 parameters, cast
+    by the graph), as subjects named by their order."""
+    return [predictor_subject("ours bf16", "%s %s" % (name, order), model,
+                              *bf16_inference_graph(model.symbol(), arg_params, aux_params,
+                                                    model.input_shapes(1), fuse_first))
+            for fuse_first, order in BF16_ORDERS]
 
 
 def gluoncv_names(network):
@@ -420,12 +459,17 @@ def measure_peaks(subjects):
     peaks = {"fp32": matmul_peak_gflops()}
     if any(subject.precision == "int8" for subject in subjects):
         peaks["int8"] = int8_matmul_peak_gops()
+    if any(subject.precision == "bf16" for subject in subjects):
+        peaks["bf16"] = best_of(bf16_matmul_peak_gflops, PEAK_PROBES)
     return peaks
 
 
 def format_peaks(peaks):
     int8 = (", int8 matmul peak %.1f GOP/s (%.1fx)" % (peaks["int8"], peaks["int8"] / peaks["fp32"])
             if "int8" in peaks else "")
+    int8 += (", bf16 matmul peak %.1f GFLOP/s (%.1fx, best of %d)"
+             % (peaks["bf16"], peaks["bf16"] / peaks["fp32"], PEAK_PROBES)
+             if "bf16" in peaks else "")
     return ("fp32 matmul peak on this machine: %.1f GFLOP/s%s, OMP_NUM_THREADS=%s, %d cores, "
             "MXNet engine %s" % (peaks["fp32"], int8, os.environ.get("OMP_NUM_THREADS"),
                                  len(os.sched_getaffinity(0)),
@@ -544,4 +588,5 @@ def _measured(options, model, ours, references, log):
     for m in fastest:
         log(format_fastest(m))
     return BenchmarkResult(peaks["fp32"], peaks.get("int8"), tuple(measurements),
-                           tuple(ratios), profiles, written, fastest)
+                           tuple(ratios), profiles, written, fastest,
+                           bf16_peak_gflops=peaks.get("bf16"))

@@ -11,7 +11,7 @@ from zoo.onnx.deployed import is_deployed
 
 __all__ = ["BenchmarkOptions", "COMPARISONS", "DTYPES"]
 
-DTYPES = ("fp32", "int8")
+DTYPES = ("fp32", "int8", "bf16")
 COMPARISONS = ("gluoncv", "onnxruntime", "openvino", "all")
 
 
@@ -52,6 +52,9 @@ class BenchmarkOptions:
         if not self.dtypes or set(self.dtypes) - set(DTYPES):
             raise OptionsError("dtypes must be a non-empty subset of %s, got %s"
                                % (", ".join(DTYPES), ",".join(self.dtypes)))
+        if "bf16" in self.dtypes:
+            from zoo.engine.precision import check_dtype  # MXNet: only for bf16
+            check_dtype("bf16", flag="--dtypes")
         if not self.batch_sizes or min(self.batch_sizes) < 1 or self.runs < 1:
             raise OptionsError("batch sizes and runs must be at least 1")
         if self.warmup < 0:

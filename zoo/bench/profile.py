@@ -90,8 +90,9 @@ def _first_layer(node):
 
 
 def graph_nodes(symbol):
-    """The operators of ``symbol`` as :class:`Node` s, in topological order."""
-    nodes = json.loads(symbol.tojson())["nodes"]
+    """The operators of ``symbol`` as :class:`Node` s, in topological order (a bfloat16
+    graph's casts included: they run, and tojson leaves them out by default)."""
+    nodes = json.loads(symbol.tojson(remove_amp_cast=False))["nodes"]
     operators = []
     for node in nodes:
         if node["op"] == "null":

@@ -53,7 +53,9 @@ def add_arguments(p):
                         "(default: the config's)")
     p.add_argument("--dtypes", type=comma_list(dtype), default="fp32",
                    help="comma-separated, of --network: %s (int8: naive calibration on the "
-                        "benchmark input, for speed only)" % ", ".join(DTYPES))
+                        "benchmark input, for speed only; bf16: the graph converted by MXNet's "
+                        "AMP, timed converted-then-fused and fused-then-converted, on CPUs "
+                        "with avx512_bf16 or amx_bf16)" % ", ".join(DTYPES))
     p.add_argument("--batch-sizes", type=comma_list(positive_int), default="1",
                    help="comma-separated batch sizes")
     p.add_argument("--runs", type=positive_int, default=5,

@@ -3,6 +3,11 @@ included), with ``--compare gluoncv`` beside GluonCV's own training recipe for t
 network, alternating round for round, with milliseconds per step of each part (see
 :mod:`zoo.bench.train`).
 
+Our side runs in fp32 and, where the CPU has bfloat16 units, in bf16 (``--dtypes``), each
+beside GluonCV's; one more round of each is timed operator by operator: the share of the
+step in bf16 layers, fp32 layers, casts, targets, losses and the optimizer, and the layers'
+GFLOP/s against the machine's matmul peak of their precision.
+
 Examples:
     zoo benchmark-train --network ssd_resnet50_v1_gluoncv_voc --data-shape 512 --batch-size 4
     zoo benchmark-train --network faster_rcnn_fpn_resnet50_gluoncv_coco --data-shape 512 \\
@@ -12,9 +17,13 @@ The cost of the training-health checks (on against off, alternating):
         --steps 20 --rounds 7 --compare health
 
 """
+import argparse
+
 from zoo.bench.train import GLUONCV_RECIPES, TrainBenchmarkOptions, benchmark_train
 from zoo.config.registry import list_models
-from zoo.cli.common import add_batch_flag, nonnegative_int, options_from, positive_int, regex
+from zoo.cli.common import (add_batch_flag, comma_list, nonnegative_int, options_from,
+                            positive_float, positive_int, regex)
+from zoo.engine.precision import DTYPES
 
 __all__ = ["add_arguments", "run"]
 
@@ -47,6 +56,24 @@ def add_arguments(p):
     p.add_argument("--compare", choices=("gluoncv", "health", "none"), default="gluoncv",
                    help="'health': ours with the training-health checks off and on, "
                         "alternating (their cost); 'none': time ours only")
+    p.add_argument("--dtypes", type=comma_list(train_dtype),
+                   default=",".join(TrainBenchmarkOptions.dtypes),
+                   help="comma-separated precisions of our side, each run in turn beside "
+                        "GluonCV's (zoo train --dtype): %s; auto is bf16 where the CPU has "
+                        "it, else fp32 (default: %%(default)s)" % ", ".join(DTYPES))
+    p.add_argument("--peak-probes", type=nonnegative_int,
+                   default=TrainBenchmarkOptions.peak_probes,
+                   help="runs of each matmul peak probe (fp32, bf16), the best kept; 0: no "
+                        "ratio to the peaks (default: %(default)s)")
+    p.add_argument("--peak-seconds", type=positive_float,
+                   default=TrainBenchmarkOptions.peak_seconds,
+                   help="duration of each peak probe (default: %(default)s)")
+
+
+def train_dtype(value):
+    if value not in DTYPES:
+        raise argparse.ArgumentTypeError("one of %s, got %r" % (", ".join(DTYPES), value))
+    return value
 
 
 def run(args):

@@ -10,6 +10,7 @@ On two workers of a parameter-server cluster:
 """
 import os
 
+from zoo.engine.precision import DTYPES
 from zoo.engine.trainer import OPTIMIZERS
 from zoo.jobs.train import KV_STORES, TrainOptions, eval_command, train
 from zoo.cli import report
@@ -108,6 +109,12 @@ def add_arguments(p):
                         "segment by segment (zoo.engine.memory); same losses and gradients. "
                         "ssd_resnet101, batch 8 at 512: about half the peak memory for about "
                         "1.2x the step time (zoo benchmark-memory)")
+    p.add_argument("--dtype", choices=DTYPES, default=TrainOptions.dtype,
+                   help="precision of the layers: bf16 runs convolutions, batch norm, "
+                        "activations, pooling and fully connected layers in bfloat16 "
+                        "(parameters, optimizer, anchors, targets and losses stay fp32; "
+                        "checkpoints are fp32), on CPUs with avx512_bf16 or amx_bf16; auto "
+                        "picks bf16 there and fp32 elsewhere (default: %(default)s)")
     p.add_argument("--no-health", dest="health", action="store_false",
                    help="turn the training-health checks off (see the README's \"When "
                         "training goes wrong\"); the run then prints no health warning")

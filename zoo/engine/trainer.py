@@ -28,6 +28,7 @@ from zoo.distributed.cluster import ClusterError, is_distributed, is_synchronous
 from zoo.errors import OptionsError
 from zoo.engine.health.report import HealthReport
 from zoo.engine.memory import memory_saving_symbol
+from zoo.engine.precision import bf16_training_symbol, check_dtype
 from zoo.engine import module_adapter
 from zoo.process import gpu_ids
 from zoo.signals import stop_signals
@@ -151,7 +152,9 @@ class TrainerOptions:
     expression of parameter names to keep fixed; ``freeze_bn`` one of the names of BatchNorm
     layers that normalise with their running statistics in training too, with statistics,
     scale and shift all fixed (a frozen batch norm); ``memory_saving`` recomputes activations in
-    backward (:mod:`zoo.engine.memory`); ``seed`` the initialisation and per-epoch seed."""
+    backward (:mod:`zoo.engine.memory`); ``seed`` the initialisation and per-epoch seed;
+    ``dtype`` the precision of the graph's layers, ``fp32`` or ``bf16``
+    (:mod:`zoo.engine.precision`: parameters, optimizer and losses stay fp32)."""
     epochs: int
     batch_size: int
     ctx: str = "cpu"
@@ -160,9 +163,13 @@ class TrainerOptions:
     memory_saving: bool = False
     seed: int = 0
     freeze_bn: Optional[str] = None
+    dtype: str = "fp32"
 
     def __post_init__(self):
         contexts(self.ctx)
+        if self.dtype == "auto":
+            raise ValueError("dtype auto: resolve it first (zoo.engine.precision.resolve_dtype)")
+        check_dtype(self.dtype, self.ctx)
         if self.epochs < 1 or self.batch_size < 1:
             raise ValueError("epochs and batch_size must be >= 1, got %d and %d"
                              % (self.epochs, self.batch_size))
@@ -378,9 +385,11 @@ class Trainer:
 
     def build_module(self):
         """The training graph bound on this run's devices, frozen parameters fixed, frozen
-        batch norms normalising with their running statistics."""
+        batch norms normalising with their running statistics, in the options' precision."""
         shapes = self.model.train_input_shapes(self.options.batch_size, self.loader.max_objects)
         symbol, fixed = self.training_symbol()
+        if self.options.dtype == "bf16":
+            symbol = bf16_training_symbol(symbol, shapes)
         if self.options.memory_saving:
             symbol = memory_saving_symbol(symbol, shapes, fixed)
         return bind_training_module(symbol, self.input_names, shapes, self.options.ctx, fixed)
