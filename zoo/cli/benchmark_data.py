@@ -15,7 +15,7 @@ __all__ = ["add_arguments", "run"]
 
 
 def add_arguments(p):
-    add_dataset_flags(p, {"--split": ("train", "split to read")})
+    add_dataset_flags(p, DataBenchmarkOptions, {"--split": "split to read"})
     # Generating the embedded set into another size's folder would replace that dataset.
     p.set_defaults(data_root=None)
     add_hidden_alias(p, "--num-workers", "data_threads", type=positive_int)

@@ -11,12 +11,14 @@ __all__ = ["add_arguments", "run"]
 
 
 def add_arguments(p):
-    add_checkpoint_flags(p, "artifact prefix (fp32, or int8 from `zoo quantize`)")
+    add_checkpoint_flags(p, "artifact prefix (fp32, or int8 from `zoo quantize`)",
+                         DemoOptions.epoch)
     p.add_argument("--image", required=True, help="image file (JPEG or PNG)")
-    p.add_argument("--threshold", type=fraction, default=0.5, help="lowest score drawn")
-    p.add_argument("--output", default="detections.png",
+    p.add_argument("--threshold", type=fraction, default=DemoOptions.threshold,
+                   help="lowest score drawn")
+    p.add_argument("--output", default=DemoOptions.output,
                    help="picture to write, encoded as its extension says (.png, .jpg, ...)")
-    add_exif_flag(p)
+    add_exif_flag(p, DemoOptions.exif)
 
 
 def run(args):

@@ -171,15 +171,16 @@ class TrainerOptions:
             raise ValueError("dtype auto: resolve it first (zoo.engine.precision.resolve_dtype)")
         check_dtype(self.dtype, self.ctx)
         if self.epochs < 1 or self.batch_size < 1:
-            raise ValueError("epochs and batch_size must be >= 1, got %d and %d"
-                             % (self.epochs, self.batch_size))
+            raise OptionsError("epochs and batch_size must be >= 1, got %d and %d"
+                               % (self.epochs, self.batch_size))
+        # The one check of the freeze patterns (zoo train's flags are not parsed as such).
         for name in ("freeze", "freeze_bn"):
             pattern = getattr(self, name)
             try:
                 re.compile(pattern or "")
             except re.error as err:
-                raise ValueError("%s %r is not a regular expression: %s"
-                                 % (name, pattern, err)) from None
+                raise OptionsError("%s %r is not a regular expression: %s"
+                                   % (name, pattern, err)) from None
 
 
 @dataclass(frozen=True)

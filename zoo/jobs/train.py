@@ -24,7 +24,7 @@ from zoo.engine.health.reference import ConfusionMatrix, ReferenceCheck, referen
 from zoo.engine.health.report import HealthReport
 from zoo.engine.health.summary import HealthSummary
 from zoo.engine.hooks import DivergenceCheck, ProgressBar, default_hooks, last_checkpoint_note
-from zoo.engine.precision import check_dtype, resolve_dtype
+from zoo.engine.precision import resolve_dtype
 from zoo.engine.trainer import OptimizerOptions, Trainer, TrainerOptions, TrainingInterrupted
 from zoo.errors import OptionsError
 from zoo.model import build_model
@@ -343,6 +343,13 @@ def trainer_options(options, precision):
                           dtype=precision)
 
 
+def check_options(options):
+    """Refuse options the trainer's or the optimizer's options would (the dtype, the freeze
+    patterns, the lr schedule, ...): they are built here for their checks alone."""
+    trainer_options(options, resolve_dtype(options.dtype, options.ctx)[0])
+    optimizer_options(options)
+
+
 def optimizer_options(options):
     return OptimizerOptions(name=options.optimizer, lr=options.lr, momentum=options.momentum,
                             wd=options.wd, clip_gradient=options.clip_gradient,
@@ -367,7 +374,7 @@ def resume_prefix(options, model_name):
 def train(options):
     """Run the training; returns its :class:`TrainResult`."""
     # Refused before the output folder or a cluster is touched.
-    check_dtype(options.dtype, options.ctx)
+    check_options(options)
     kvstore, worker_log = None, None
     if is_distributed(options.kv_store):
         kvstore = create_dist_kvstore(options.kv_store, options.connect_timeout)
