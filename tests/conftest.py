@@ -25,7 +25,6 @@ SETTINGS_VARIANTS = {
 }
 END_TO_END_MODELS = sorted(set(zoo.list_models()) - set(SETTINGS_VARIANTS))
 """The registered models the end-to-end tests run: all but :data:`SETTINGS_VARIANTS`."""
-BACKBONE_NAMES = ("resnet50", "resnet101", "resnet50_v1", "mobilenetv2", "inceptionv3")
 
 
 @pytest.fixture(scope="module")

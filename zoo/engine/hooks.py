@@ -86,7 +86,7 @@ class StatisticsAveraging(Hook):
         if self.keys is None:
             self.keys = ["zoo:aux:" + name for name, _ in statistics]
             kvstore.init(self.keys, [arrays[0] for _, arrays in statistics])
-        count = trainer.num_workers * len(module_adapter.contexts(module))
+        count = trainer.num_workers * len(module_adapter.module_contexts(module))
         for i, (key, (_, arrays)) in enumerate(zip(self.keys, statistics)):
             kvstore.pushpull(key, arrays, out=arrays, priority=-i)
             for array in arrays:

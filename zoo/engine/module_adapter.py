@@ -10,8 +10,8 @@ import mxnet as mx
 
 from zoo.artifact import OptimizerState
 
-__all__ = ["SETTINGS", "aux_arrays", "contexts", "current_lr", "executors", "kvstore",
-           "mark_params_changed", "optimizer_state", "param_arrays", "set_optimizer_state",
+__all__ = ["SETTINGS", "aux_arrays", "current_lr", "executors", "kvstore",
+           "mark_params_changed", "module_contexts", "optimizer_state", "param_arrays", "set_optimizer_state",
            "set_update_count"]
 
 SETTINGS = ("lr", "wd", "momentum", "rescale_grad", "clip_gradient")
@@ -146,7 +146,7 @@ def kvstore(module):
     return module._kvstore
 
 
-def contexts(module):
+def module_contexts(module):
     """The devices the module runs on."""
     return list(module._context)
 

@@ -35,8 +35,8 @@ from zoo.signals import stop_signals
 
 __all__ = ["LOG", "OPTIMIZERS", "OptimizerOptions", "OutputFolderInUse", "Trainer",
            "TrainerOptions", "TrainingDiverged", "TrainingError", "TrainingInterrupted",
-           "bind_training_module", "contexts", "frozen_batchnorm", "frozen_params",
-           "lr_scheduler"]
+           "bind_training_module", "frozen_batchnorm", "frozen_params", "lr_scheduler",
+           "mxnet_contexts"]
 
 LOG = logging.getLogger("zoo.train")
 OPTIMIZERS = ("sgd", "nag", "adam", "rmsprop")
@@ -66,7 +66,7 @@ class TrainingInterrupted(TrainingError):
         self.signum, self.exit_status = signum, 128 + signum
 
 
-def contexts(spec):
+def mxnet_contexts(spec):
     """``"cpu"`` or ``"gpu0,1"`` to a list of MXNet contexts."""
     try:
         ids = gpu_ids(spec)
@@ -80,7 +80,7 @@ def bind_training_module(symbol, input_names, shapes, ctx="cpu", fixed=()):
     string): inputs ``input_names`` and ``label`` of ``shapes``, parameters ``fixed`` frozen.
     The Trainer's binding, and the memory benchmark's."""
     module = mx.mod.Module(symbol, data_names=list(input_names), label_names=["label"],
-                           context=contexts(ctx), fixed_param_names=list(fixed))
+                           context=mxnet_contexts(ctx), fixed_param_names=list(fixed))
     module.bind(data_shapes=[(n, shapes[n]) for n in input_names],
                 label_shapes=[("label", shapes["label"])], for_training=True)
     return module
@@ -166,7 +166,7 @@ class TrainerOptions:
     dtype: str = "fp32"
 
     def __post_init__(self):
-        contexts(self.ctx)
+        mxnet_contexts(self.ctx)
         if self.dtype == "auto":
             raise ValueError("dtype auto: resolve it first (zoo.engine.precision.resolve_dtype)")
         check_dtype(self.dtype, self.ctx)
@@ -418,7 +418,7 @@ class Trainer:
         the same loss normaliser). dist_async applies each worker's sum on its own.
         """
         workers = self.num_workers if self.synchronous else 1
-        return 1.0 / (len(contexts(self.options.ctx)) * workers)
+        return 1.0 / (len(mxnet_contexts(self.options.ctx)) * workers)
 
     def build_optimizer(self, steps_per_epoch):
         """This run's MXNet optimizer, its schedule counted in updates."""

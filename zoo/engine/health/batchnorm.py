@@ -21,7 +21,7 @@ import numpy as np
 
 from symbols.layers import batchnorm_layers
 from zoo.engine.hooks import Hook
-from zoo.engine.trainer import contexts, frozen_batchnorm, frozen_params
+from zoo.engine.trainer import frozen_batchnorm, frozen_params, mxnet_contexts
 
 __all__ = ["BatchNormCheck", "CHECK", "FACTOR_LIMIT", "LOSS_RATIO_LIMIT", "MIN_STEPS",
            "batchnorm_path"]
@@ -100,7 +100,7 @@ class BatchNormCheck(Hook):
             # Bound once a run: binding (graph, executors, gradient buffers) costs more than
             # the passes themselves, and the graph and batch shapes do not change.
             self.probe = bind_probe(probe_symbol(symbol, layers), trainer.input_names,
-                                    self.batches[0], contexts(trainer.options.ctx)[0])
+                                    self.batches[0], mxnet_contexts(trainer.options.ctx)[0])
         score = score_batches(trainer, symbol, layers, self.batches, arg_params, aux_params,
                               self.probe)
         self._write(epoch, score)
@@ -234,7 +234,7 @@ def score_batches(trainer, symbol, layers, batches, arg_params, aux_params, prob
     is reseeded by the next epoch)."""
     if probe is None:
         probe = bind_probe(probe_symbol(symbol, layers), trainer.input_names, batches[0],
-                           contexts(trainer.options.ctx)[0])
+                           mxnet_contexts(trainer.options.ctx)[0])
     count = len(symbol.list_outputs())
     losses = {mode: dict.fromkeys(trainer.model.loss_names, 0.0) for mode in (True, False)}
     moments = []
