@@ -1,6 +1,6 @@
 """Detections do not depend on batching: for every architecture (SSD, Faster R-CNN C4, FPN),
 on mixed portrait and landscape images of odd sizes, ``zoo.Detector`` at batch 1, 2 and 8 and
-evaluation (:func:`zoo.inference.evaluation.predict`) on a VOC folder of the same images at
+evaluation (:func:`zoo.inference.evaluation.dataset_rows`) on a VOC folder of the same images at
 batch 1, 2 and 8 give the same detections, to float tolerance."""
 import os
 

@@ -202,7 +202,7 @@ COCO_RECORDS = [
 def coco_dataset():
     """A dataset of :data:`COCO_RECORDS` (continuous corners), as COCO scoring reads one."""
     from zoo.data import DetectionDataset
-    records = [SimpleNamespace(vars(record), path="img%d.jpg" % index, key=index)
+    records = [SimpleNamespace(**vars(record), path="img%d.jpg" % index, key=index)
                for index, record in enumerate(COCO_RECORDS)]
     return DetectionDataset(records, COCO_CLASSES)
 
