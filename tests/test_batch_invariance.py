@@ -1,6 +1,6 @@
 """Detections do not depend on batching: for every architecture (SSD, Faster R-CNN C4, FPN),
 on mixed portrait and landscape images of odd sizes, ``zoo.Detector`` at batch 1, 2 and 8 and
-evaluation (:func:`zoo.inference.evaluation.predict`) on a VOC folder of the same images at
+evaluation (:func:`zoo.inference.evaluation.dataset_rows`) on a VOC folder of the same images at
 batch 1, 2 and 8 give the same detections, to float tolerance."""
 import os
 
@@ -11,7 +11,7 @@ import pytest
 
 import zoo
 from zoo.data.voc import VOCDataset, annotation_xml
-from zoo.inference.evaluation import predict
+from zoo.inference.evaluation import dataset_rows
 
 CLASSES = ["bird", "cat", "dog"]
 SIZES = [(97, 143), (143, 97), (120, 161), (161, 120), (101, 101), (88, 150), (150, 88),
@@ -97,8 +97,7 @@ def test_detection_and_evaluation_agree_at_every_batch_size(architecture, voc):
     for batch_size in BATCH_SIZES:
         found = detector(paths, score_threshold=0.0, max_detections=10000,
                          batch_size=batch_size)
-        evaluated = predict(model, model.arg_params, model.aux_params, dataset,
-                            batch_size=batch_size, progress=False)
+        evaluated = dataset_rows(detector, dataset, batch_size, progress=False)
         assert len(found) == len(evaluated) == len(SIZES)
         for image, (height, width), ours, rows in zip(paths, SIZES, found, evaluated):
             rows = rows.copy()
