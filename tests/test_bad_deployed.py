@@ -9,7 +9,6 @@ import hashlib
 import json
 import os
 import re
-import textwrap
 
 import cv2
 import numpy as np
@@ -21,23 +20,12 @@ from zoo.cli import main
 from zoo.errors import OnnxModelError, OptionsError
 from zoo.onnx.openvino_runtime import WEIGHTS_SHA256, write_ir
 
+from factories import tiny_ssd_yaml
 from test_onnx_runtime import NAMES, SHORT_SIDE, write_export
 
-TINY_CONFIG = """\
-    arch: ssd
-    backbone: mobilenetv2
-    num_classes: 3
-    class_names: [circle, square, triangle]
-    data_shape: 64
-    from_layers: [c3, ""]
-    num_filters: [-1, 64]
-    strides: [-1, 2]
-    pads: [-1, 1]
-    normalizations: [-1, -1]
-    sizes: [[0.2, 0.3], [0.5, 0.7]]
-    ratios: [[1, 2, 0.5], [1, 2, 0.5]]
-"""
-"""A two-map SSD at 64 pixels (as test_training.py's tiny model): an export costs a second."""
+TINY_CLASSES = ["circle", "square", "triangle"]
+"""The classes of the export tests' model: the tiny SSD of :data:`factories.TINY_SSD`, which
+exports in a second."""
 
 
 def one_line(capsys, command, status=1):
@@ -220,11 +208,13 @@ def test_a_deployed_file_that_does_not_load_is_one_line_in_benchmark(deployed, t
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
-    """The YAML config of :data:`TINY_CONFIG`, and of the same model naming a class twice."""
+    """The YAML config of the tiny SSD of :data:`TINY_CLASSES`, and of the same model naming
+    a class twice."""
     folder = tmp_path_factory.mktemp("configs")
-    (folder / "tiny.yaml").write_text(textwrap.dedent(TINY_CONFIG))
-    (folder / "twice.yaml").write_text(textwrap.dedent(TINY_CONFIG).replace(
-        "[circle, square, triangle]", "[circle, square, circle]"))
+    twice = TINY_CLASSES[:2] + TINY_CLASSES[:1]
+    for name, class_names in (("tiny", TINY_CLASSES), ("twice", twice)):
+        (folder / (name + ".yaml")).write_text(tiny_ssd_yaml(num_classes=len(class_names),
+                                                             class_names=class_names))
     return str(folder / "tiny.yaml")
 
 
