@@ -110,10 +110,9 @@ def tiny_ssd_yaml(**fields):
 
 # -- Worker programs ---------------------------------------------------------------------------
 
-PUSHPULL_LOOP = textwrap.dedent("""
+_PUSHPULL_LOOP = textwrap.dedent("""
     import mxnet as mx
-    from zoo.distributed.cluster import create_dist_kvstore
-    kv = create_dist_kvstore("dist_sync")
+    {join}
     kv.init("w", mx.nd.zeros((1000,)))
     gradient = mx.nd.ones((1000,))
     for step in range(10 ** 6):
@@ -122,8 +121,18 @@ PUSHPULL_LOOP = textwrap.dedent("""
         if step == 10:
             print("summing", flush=True)
 """)
-"""A ``python -c`` worker program that keeps summing gradients through the parameter
-servers until it is stopped, printing ``summing`` once it has summed a few times."""
+
+
+def pushpull_loop(zoo_worker=True):
+    """A ``python -c`` worker program that keeps summing gradients through the parameter
+    servers until it is stopped, printing ``summing`` once it has summed a few times. It joins
+    the cluster through zoo's ``create_dist_kvstore`` (``zoo_worker``: the launcher then names
+    its rank, and the wait for the cluster is bounded) or through plain ``mx.kv.create``, as
+    a user's own MXNet script does."""
+    join = ("from zoo.distributed.cluster import create_dist_kvstore; "
+            "kv = create_dist_kvstore('dist_sync')" if zoo_worker
+            else "kv = mx.kv.create('dist_sync')")
+    return _PUSHPULL_LOOP.format(join=join)
 
 
 # -- Reading back ------------------------------------------------------------------------------
