@@ -1,6 +1,7 @@
 """Plain helpers that more than one test file uses: what the tests build (images, random
-parameters, small artifacts, tiny configs, worker programs) and how they read back the files a
-run left. Fixtures that build these once a session live in conftest.py and call these."""
+parameters, small artifacts, tiny configs, worker programs) and how they read back what a run
+left (its files, a failed command's one error line). Fixtures that build these once a session
+live in conftest.py and call these."""
 import hashlib
 import json
 import os
@@ -136,6 +137,15 @@ def pushpull_loop(zoo_worker=True):
 
 
 # -- Reading back ------------------------------------------------------------------------------
+
+def one_error_line(capsys, command):
+    """The one error line ``zoo COMMAND`` printed, checked to be alone on stderr and to come
+    without a traceback."""
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    assert err.startswith("zoo %s: error: " % command), err
+    return err.strip()
+
 
 def tree_bytes(root):
     """Every file under ``root`` (relative path -> bytes)."""
