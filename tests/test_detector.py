@@ -21,7 +21,8 @@ from zoo.inference.evaluation import dataset_rows
 from zoo.inference.quantization import calibration_iter, int8_layers, quantize
 from zoo.inference.runner import BatchRunner
 from zoo.inference.visualize import draw, draw_detections
-from conftest import random_image, runner_inputs
+from conftest import runner_inputs
+from factories import random_image
 
 NAMES = ["circle", "square", "triangle"]
 ALL = dict(score_threshold=0.0, max_detections=10000)

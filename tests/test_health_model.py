@@ -24,22 +24,10 @@ from zoo.engine.health import batchnorm
 from zoo.engine.health.reference import swapped_classes
 from zoo.errors import HealthWarning
 
+from factories import tiny_ssd_yaml
+
 SQUARE, BAR = 44, 9
 """The COCO category ids of the two classes (the zoo orders classes by id: bar, square)."""
-TINY = """base: ssd_mobilenetv2_stride8
-data_shape: 64
-from_layers: [c3, ""]
-num_filters: [-1, 64]
-strides: [-1, 2]
-pads: [-1, 1]
-normalizations: [-1, -1]
-sizes: [[0.2, 0.3], [0.5, 0.7]]
-ratios: [[1, 2, 0.5], [1, 2, 0.5]]
-steps: null
-shapes: {}
-"""
-
-
 def write_coco(root, split, count, seed, swapped=False):
     """``root/split.json`` and its PNG images: on each dark, noisy 90 x 70 picture a bright
     square or a wide bar; ``swapped``: each annotated with the other's category."""
@@ -74,7 +62,7 @@ def data(tmp_path_factory):
     write_coco(root, "train", 16, seed=2)
     write_coco(root, "val", 20, seed=3)
     with open(os.path.join(root, "tiny.yaml"), "w") as stream:
-        stream.write(TINY)
+        stream.write(tiny_ssd_yaml())
     return root
 
 

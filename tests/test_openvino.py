@@ -27,8 +27,9 @@ from zoo.onnx.openvino_runtime import OpenVinoDetector, layer_precisions, write_
 from zoo.onnx.runtime import OnnxDetector, OnnxModelError
 
 from conftest import END_TO_END_MODELS
-from test_onnx_export import small_model, unit_variance_params
-from test_onnx_runtime import NAMES, SHORT_SIDE, random_image, write_export
+from factories import random_image, unit_variance_params
+from test_onnx_export import small_model
+from test_onnx_runtime import NAMES, SHORT_SIDE, write_export
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 INT8 = {"u8", "i8"}
