@@ -1,9 +1,9 @@
 """An object-detection model zoo on Apache MXNet whose configs are checked against the graph.
 
 ``import zoo`` loads no MXNet: its names and submodules are imported on first use
-(:func:`__getattr__`), so that an ONNX or OpenVINO deployment (:func:`load_onnx_detector`,
-:func:`load_openvino_detector`, or :func:`load_deployed_detector` for either) runs where
-MXNet is not installed.
+(:func:`__getattr__`), so that an ONNX or OpenVINO deployment (:func:`open_detector`, which
+opens any checkpoint, :func:`load_onnx_detector`, :func:`load_openvino_detector`, or
+:func:`load_deployed_detector` for either) runs where MXNet is not installed.
 """
 import importlib
 import importlib.util
@@ -24,13 +24,14 @@ LAZY = {
     "Detector": "inference.detector",
     "load_detector": "inference.detector",
     "load_onnx_detector": "onnx.runtime", "load_openvino_detector": "onnx.openvino_runtime",
-    "load_deployed_detector": "onnx.deployed",
+    "load_deployed_detector": "onnx.deployed", "open_detector": "inference.checkpoint",
 }
 
 __all__ = ["ConfigError", "DataError", "DetectionModel", "Detections", "Detector",
            "PretrainedNotFound", "__version__", "build_model", "get_config", "get_model",
            "list_models", "load_config", "load_deployed_detector", "load_detector",
-           "load_onnx_detector", "load_openvino_detector", "write_coco_results"]
+           "load_onnx_detector", "load_openvino_detector", "open_detector",
+           "write_coco_results"]
 
 
 def __getattr__(name):

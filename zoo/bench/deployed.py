@@ -103,14 +103,15 @@ def benchmark_file(options, log=print_line):
     on a random batch at each of ``batch_sizes``, after ``warmup`` passes, the median of
     ``runs``. Loads no MXNet. Each line goes to ``log`` as it is measured; returns the
     :class:`FileTiming` of each batch size."""
-    from zoo.jobs.deployed import load_deployed
-    loaded = load_deployed(options.checkpoint)
-    engine = loaded.detector.engine()
-    name = "%s (%s %s)" % (options.checkpoint, loaded.runtime, loaded.precision["dtype"])
+    from zoo.inference.checkpoint import open_detector
+    detector = open_detector(options.checkpoint)
+    engine = detector.engine()
+    runtime = "openvino" if options.checkpoint.endswith(".xml") else "onnxruntime"
+    name = "%s (%s %s)" % (options.checkpoint, runtime, detector.precision["dtype"])
     log(machine_line(environment("OMP_NUM_THREADS")))
     timings = []
     for batch_size in options.batch_sizes:
-        data = random_batch(loaded.detector.preprocessing, batch_size)
+        data = random_batch(detector.preprocessing, batch_size)
         latency = median_seconds(lambda: engine.fetch(engine.launch(data, None)), options.runs,
                                  options.warmup)
         timings.append(FileTiming(batch_size, latency, batch_size / latency))

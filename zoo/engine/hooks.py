@@ -14,7 +14,8 @@ import numpy as np
 
 from zoo import artifact
 from zoo.errors import DataError
-from zoo.inference.evaluation import predict, voc_scores
+from zoo.inference.detector import Detector
+from zoo.inference.evaluation import dataset_rows, voc_scores
 from zoo.engine import module_adapter
 from zoo.engine.trainer import OutputFolderInUse, TrainingDiverged, TrainingError
 from zoo.progress import progress_bar
@@ -185,9 +186,10 @@ class Validation(Hook):
             return None
         arg_params, aux_params = trainer.params()
         try:
-            detections = predict(trainer.model, arg_params, aux_params, self.dataset,
-                                 batch_size=trainer.options.batch_size,
-                                 num_workers=trainer.loader.num_workers, progress=False)
+            detector = Detector(trainer.model, arg_params, aux_params,
+                                data_threads=trainer.loader.num_workers)
+            detections = dataset_rows(detector, self.dataset, trainer.options.batch_size,
+                                      progress=False)
             result = voc_scores(self.dataset, detections)
         except DataError as err:
             trainer.stop(TrainingError("validation after epoch %d failed, training stopped "

@@ -40,7 +40,7 @@ class QuickstartResult:
     picture: str
     voc07_map: float
     coco_ap: float
-    python_line: str                     # one shell line using the trained detector
+    python_line: str                     # one shell line using the trained detector (MXNet)
     onnx_path: str                       # the detector exported to ONNX
     onnx_parity: object                  # a zoo.onnx.parity.Parity against MXNet
     onnx_python_line: str                # one shell line using it on ONNX Runtime
@@ -77,8 +77,7 @@ def quickstart(options):
                             picture=picture, voc07_map=results.voc["voc07"]["mAP"],
                             coco_ap=results.coco["AP"], python_line=python_line(prefix, image),
                             onnx_path=exported.path, onnx_parity=exported.parity,
-                            onnx_python_line=python_line(exported.path, image,
-                                                         "load_onnx_detector"))
+                            onnx_python_line=python_line(exported.path, image))
 
 
 def shell_path(path):
@@ -87,9 +86,10 @@ def shell_path(path):
     return os.path.abspath(path) if relative.startswith(os.pardir) else relative
 
 
-def python_line(path, image, loader="load_detector"):
-    """The shell line that loads the trained detector at ``path`` with ``zoo.<loader>`` and
-    prints its detections on ``image``, runnable as printed from the working folder."""
-    code = "import zoo; print(zoo.%s(%s)(%s))" % (
-        loader, json.dumps(shell_path(path)), json.dumps(shell_path(image)))
+def python_line(path, image):
+    """The shell line that opens the trained detector at ``path`` (an artifact prefix or a
+    deployed file) with :func:`zoo.open_detector` and prints its detections on ``image``,
+    runnable as printed from the working folder."""
+    code = "import zoo; print(zoo.open_detector(%s)(%s))" % (
+        json.dumps(shell_path(path)), json.dumps(shell_path(image)))
     return "%s -c %s" % (shlex.quote(shell_path(sys.executable)), shlex.quote(code))
