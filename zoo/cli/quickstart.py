@@ -12,8 +12,10 @@ __all__ = ["add_arguments", "run"]
 
 
 def add_arguments(p):
-    p.add_argument("--output-dir", default=QuickstartOptions.output_dir, help="folder of everything written")
-    p.add_argument("--epochs", type=positive_int, default=QuickstartOptions.epochs, help="training epochs")
+    p.add_argument("--output-dir", default=QuickstartOptions.output_dir,
+                   help="folder of everything written")
+    p.add_argument("--epochs", type=positive_int, default=QuickstartOptions.epochs,
+                   help="training epochs")
     add_progress_flag(p)
 
 
