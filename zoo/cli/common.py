@@ -218,7 +218,8 @@ def add_class_map_flag(parser, default):
 
 def add_data_threads_flag(parser, default):
     parser.add_argument("--data-threads", type=positive_int, default=default,
-                        help="threads decoding and transforming images (default: all cores)")
+                        help="threads decoding and transforming images (default: all cores "
+                             "to train; half of them, at most 4, beside inference)")
 
 
 def add_batch_flag(parser, default):
