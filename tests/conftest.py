@@ -13,7 +13,7 @@ import pytest  # noqa: E402
 
 import zoo  # noqa: E402
 from zoo.data import embedded  # noqa: E402
-from zoo.distributed import testhosts  # noqa: E402
+import testhosts  # noqa: E402
 
 _LIBC = ctypes.CDLL("libc.so.6")
 
@@ -103,7 +103,7 @@ def random_image(height, width, seed=0):
 
 @pytest.fixture(scope="session")
 def test_hosts(tmp_path_factory):
-    """Two test hosts in network namespaces (:mod:`zoo.distributed.testhosts`), shared by the
+    """Two test hosts in network namespaces (tests/testhosts.py), shared by the
     session's multi-host tests and removed at its end, whatever happened; the tests that use them
     skip, naming it, where this machine lacks a requirement."""
     missing = testhosts.missing_requirement()

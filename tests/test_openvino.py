@@ -14,8 +14,8 @@ import pytest
 import zoo
 from symbols.boxes import iou
 from zoo.cli import main as zoo_main
-from zoo.bench import inference as benchmark_job
-from zoo.bench.inference import BenchmarkOptions, benchmark
+from zoo_bench import inference as benchmark_job
+from zoo_bench.inference import BenchmarkOptions, benchmark
 from zoo.inference.runner import ImageList
 from zoo.onnx.export import export_model
 from zoo.onnx.int8 import fold_batch_norms, quantize_file, quantized_layers
