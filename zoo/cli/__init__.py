@@ -124,6 +124,8 @@ def help_text(docstring):
 
 
 def command_module(name):
+    """Command ``name``'s module: one of this package, or a benchmark's (a whole module name),
+    whose package is looked for in the zoo's checkout first."""
     module = COMMANDS[name][0]
     if "." not in module:
         return importlib.import_module("%s.%s" % (__name__, module))
