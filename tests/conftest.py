@@ -12,7 +12,7 @@ import pytest  # noqa: E402
 
 import zoo  # noqa: E402
 from zoo.data import embedded  # noqa: E402
-from zoo.distributed import testhosts  # noqa: E402
+import testhosts  # noqa: E402
 
 from factories import spread_ssd_artifact  # noqa: E402
 
@@ -75,7 +75,7 @@ def detect_prefix(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def test_hosts(tmp_path_factory):
-    """Two test hosts in network namespaces (:mod:`zoo.distributed.testhosts`), shared by the
+    """Two test hosts in network namespaces (tests/testhosts.py), shared by the
     session's multi-host tests and removed at its end, whatever happened; the tests that use them
     skip, naming it, where this machine lacks a requirement."""
     missing = testhosts.missing_requirement()

@@ -1,4 +1,4 @@
-"""The training benchmark (zoo.bench.train) on tiny cases: our Trainer and GluonCV's
+"""The training benchmark (zoo_bench.train) on tiny cases: our Trainer and GluonCV's
 recipe both train, rounds alternate, parts are timed and the printed figures are the
 measured ones; ``zoo benchmark-train`` runs and refuses what it cannot compare."""
 import re
@@ -7,12 +7,12 @@ import pytest
 
 import zoo
 import zoo.cli
-from zoo.bench.flops import flops_by_layer
-from zoo.bench.train_kernels import BF16, FP32
+from zoo_bench.flops import flops_by_layer
+from zoo_bench.train_kernels import BF16, FP32
 from zoo.engine.precision import bf16_layers, bf16_training_symbol, bf16_unavailable
 from zoo.errors import OptionsError
-from zoo.bench import train as job
-from zoo.bench.train import PARTS, TARGETS, TrainBenchmarkOptions, benchmark_train
+from zoo_bench import train as job
+from zoo_bench.train import PARTS, TARGETS, TrainBenchmarkOptions, benchmark_train
 
 TIMED_PARTS = ("data", "forward", "backward", "update", "metrics")
 NO_BF16 = bf16_unavailable()

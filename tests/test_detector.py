@@ -15,7 +15,7 @@ from zoo import artifact
 from zoo.data import VOCDataset, inference_transform
 from zoo.predictor import Predictor, mkldnn_available
 from zoo.inference.detector import Detections, Detector, write_coco_results
-from zoo.bench.detector import (CachedRows, DetectorBenchmarkOptions, added_cpu_seconds,
+from zoo_bench.detector import (CachedRows, DetectorBenchmarkOptions, added_cpu_seconds,
                                 benchmark_detector, report, without_inference)
 from zoo.inference.evaluation import dataset_rows
 from zoo.inference.quantization import calibration_iter, int8_layers, quantize

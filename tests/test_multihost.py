@@ -1,5 +1,5 @@
 """zoo launch -H across real network stacks: two test hosts in network namespaces
-(:mod:`zoo.distributed.testhosts`, the session's ``test_hosts`` fixture), each with its own address,
+(tests/testhosts.py, the session's ``test_hosts`` fixture), each with its own address,
 sshd and folder, reached by address over ssh. The scheduler runs here, on a machine with several
 interfaces (its own, the hosts' bridge and one no host can reach)."""
 import csv
@@ -16,8 +16,8 @@ import time
 import numpy as np
 import pytest
 
+import testhosts
 from zoo import artifact
-from zoo.distributed import testhosts
 from zoo.data import embedded
 
 from factories import pushpull_loop

@@ -12,7 +12,7 @@ import pytest
 import zoo
 from zoo.predictor import Predictor
 from zoo.inference.detector import Detections
-from zoo.bench.inference import openvino_session
+from zoo_bench.inference import openvino_session
 from zoo.onnx import converters, parity
 from zoo.onnx.export import export_artifact, export_model
 

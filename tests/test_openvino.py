@@ -18,8 +18,8 @@ from symbols.boxes import iou
 from zoo.cli import main as zoo_main
 from zoo.data import embedded
 from zoo.errors import OptionsError
-from zoo.bench import inference as benchmark_job
-from zoo.bench.inference import BenchmarkOptions, benchmark
+from zoo_bench import inference as benchmark_job
+from zoo_bench.inference import BenchmarkOptions, benchmark
 from zoo.inference.runner import BatchDetector, BatchRunner, ImageList
 from zoo.onnx.export import export_model
 from zoo.onnx.int8 import fold_batch_norms, quantize_file, quantized_layers

@@ -1,6 +1,6 @@
 """What ``zoo benchmark`` times, as options: a registered network, an artifact (on MXNet,
-:mod:`zoo.bench.inference`) or a deployed ``.onnx``/``.xml`` file (on its own runtime,
-:mod:`zoo.bench.deployed`). Loads no MXNet, so that a deployment without it can time its
+:mod:`zoo_bench.inference`) or a deployed ``.onnx``/``.xml`` file (on its own runtime,
+:mod:`zoo_bench.deployed`). Loads no MXNet, so that a deployment without it can time its
 files."""
 from dataclasses import dataclass
 from typing import Optional, Tuple
@@ -34,7 +34,7 @@ class BenchmarkOptions:
     plot: Optional[str] = None           # PNG of images/s against batch size
     profile: bool = False                # time each part of our graphs too
     # compare all on a trained checkpoint: also score each deployment on this dataset split
-    # (zoo.bench.accuracy), its int8 calibrated on the first calib_images of calib_split
+    # (zoo_bench.accuracy), its int8 calibrated on the first calib_images of calib_split
     data_root: Optional[str] = None
     dataset: str = "voc"
     split: str = "val"

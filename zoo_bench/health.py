@@ -18,9 +18,9 @@ import statistics
 import tempfile
 import threading
 
-from zoo.bench.timing import Stopwatch, environment, machine_line, print_line
-from zoo.bench.train import OurSide, benchmark_images, build_our_model, our_trainer
-from zoo.bench.train_parts import PartClock, SGD
+from zoo_bench.timing import Stopwatch, environment, machine_line, print_line
+from zoo_bench.train import OurSide, benchmark_images, build_our_model, our_trainer
+from zoo_bench.train_parts import PartClock, SGD
 from zoo.engine.hooks import DivergenceCheck
 
 __all__ = ["HEALTH", "HealthBenchmarkResult", "benchmark_health"]

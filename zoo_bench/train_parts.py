@@ -1,5 +1,5 @@
-"""The parts of ``zoo benchmark-train`` that both sides share (:mod:`zoo.bench.train`, ours,
-and :mod:`zoo.bench.gluoncv_recipes`, GluonCV's): its options, the recipes it knows, the
+"""The parts of ``zoo benchmark-train`` that both sides share (:mod:`zoo_bench.train`, ours,
+and :mod:`zoo_bench.gluoncv_recipes`, GluonCV's): its options, the recipes it knows, the
 rounds and results of a side, and the clock that times each part of a step."""
 import re
 import resource
@@ -8,8 +8,8 @@ from typing import Optional, Tuple
 
 import mxnet as mx
 
-from zoo.bench.data import cpu_seconds
-from zoo.bench.timing import Stopwatch
+from zoo_bench.data import cpu_seconds
+from zoo_bench.timing import Stopwatch
 from zoo.config.registry import list_models
 from zoo.engine.precision import DTYPES, check_dtype, resolve_dtype
 from zoo.errors import OptionsError
@@ -117,7 +117,7 @@ class SideResult:
     label: str
     trainable_params: int
     rounds: tuple
-    kernels: Optional[object] = None    # ours: a zoo.bench.train_kernels.KernelProfile
+    kernels: Optional[object] = None    # ours: a zoo_bench.train_kernels.KernelProfile
 
     def total(self, field):
         return sum(getattr(r, field) for r in self.rounds)

@@ -4,7 +4,7 @@ each GluonCV's own training recipe for the same network, in one run, round for r
 Ours is :class:`zoo.engine.trainer.Trainer` (what ``zoo train`` runs, with its per-step
 divergence check) on the embedded shapes images through :class:`zoo.data.DetectionLoader`.
 GluonCV's is its ``train_ssd.py`` / ``train_faster_rcnn.py`` loop, rebuilt from GluonCV's
-pieces (:mod:`zoo.bench.gluoncv_recipes`), in a child process on MXNet's threaded engine
+pieces (:mod:`zoo_bench.gluoncv_recipes`), in a child process on MXNet's threaded engine
 (ours runs in this process on the zoo's engine, or the one ``MXNET_ENGINE_TYPE`` names).
 Both train with SGD (momentum 0.9, weight decay 5e-4) from random weights, on the same
 JPEGs with the same number of data workers (our threads, GluonCV's processes).
@@ -20,7 +20,7 @@ in the forward graph, GluonCV's in its data workers) and so appear in those part
 
 Our sides run one after the other (fp32's rounds alternating with GluonCV's, then bf16's
 with GluonCV's, one recipe process throughout). Each of ours then runs one more round timed
-operator by operator (:mod:`zoo.bench.train_kernels`): the share of the step in bf16 and fp32
+operator by operator (:mod:`zoo_bench.train_kernels`): the share of the step in bf16 and fp32
 layers, casts, targets, losses and the optimizer, and the layers' GFLOP/s against the
 machine's matmul peak of their precision, each probe the best of ``peak_probes``.
 """
@@ -36,13 +36,13 @@ from zoo.engine.precision import resolve_dtype
 from zoo.engine.trainer import OptimizerOptions, Trainer, TrainerOptions, frozen_params
 from zoo.config.registry import get_config
 from zoo.model import get_model
-from zoo.bench import train_kernels
-from zoo.bench.inference import best_of, bf16_matmul_peak_gflops, matmul_peak_gflops
-from zoo.bench.timing import environment, machine_line, print_line
-from zoo.bench.train_kernels import KernelClock, layer_flops
-from zoo.bench.data import Cycled
-from zoo.bench.gluoncv_recipes import RecipeProcess
-from zoo.bench.train_parts import (GLUONCV_RECIPES, PARTS, SGD, TARGETS, PartClock, SideResult,
+from zoo_bench import train_kernels
+from zoo_bench.inference import best_of, bf16_matmul_peak_gflops, matmul_peak_gflops
+from zoo_bench.timing import environment, machine_line, print_line
+from zoo_bench.train_kernels import KernelClock, layer_flops
+from zoo_bench.data import Cycled
+from zoo_bench.gluoncv_recipes import RecipeProcess
+from zoo_bench.train_parts import (GLUONCV_RECIPES, PARTS, SGD, TARGETS, PartClock, SideResult,
                                    TrainBenchmarkOptions, TrainBenchmarkResult)
 
 __all__ = ["GLUONCV_RECIPES", "PARTS", "TARGETS", "TrainBenchmarkOptions", "benchmark_train"]
@@ -51,8 +51,8 @@ __all__ = ["GLUONCV_RECIPES", "PARTS", "TARGETS", "TrainBenchmarkOptions", "benc
 class OurSide(Hook):
     """Times the Trainer's parts and rounds (epochs); after each timed epoch runs
     ``interleave()`` (the other side's round). The epoch after the timed ones is timed
-    operator by operator (``kernels``, a :class:`~zoo.bench.train_kernels.KernelClock`;
-    None: no such epoch), its :class:`~zoo.bench.train_parts.Round` kept as :attr:`profiled`."""
+    operator by operator (``kernels``, a :class:`~zoo_bench.train_kernels.KernelClock`;
+    None: no such epoch), its :class:`~zoo_bench.train_parts.Round` kept as :attr:`profiled`."""
 
     def __init__(self, clock, warmup_rounds, rounds, interleave, checks, kernels):
         self.clock, self.warmup_rounds, self.rounds = clock, warmup_rounds, rounds

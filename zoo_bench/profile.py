@@ -21,8 +21,8 @@ from typing import Dict, Tuple
 import mxnet as mx
 
 from zoo.predictor import Predictor, fuse
-from zoo.bench.flops import flops_by_layer
-from zoo.bench.timing import Stopwatch, mean_seconds
+from zoo_bench.flops import flops_by_layer
+from zoo_bench.timing import Stopwatch, mean_seconds
 
 __all__ = ["Node", "PARTS", "PartProfile", "format_profile", "graph_nodes", "node_parts",
            "part_gflops", "profile_graph"]

@@ -2,10 +2,10 @@
 optionally side by side, in the same process, with the closest GluonCV models or with our
 fp32 graph exported to ONNX and run on ONNX Runtime or OpenVINO (``compare``). ``compare``
 ``all`` times every deployment of ours (MXNet, ONNX Runtime fp32, OpenVINO fp32 and int8,
-the deployed ones each in its own process, :mod:`zoo.bench.deployed`) beside
+the deployed ones each in its own process, :mod:`zoo_bench.deployed`) beside
 GluonCV's closest models, and names the fastest at each batch size; given a trained
 checkpoint and a dataset split, also what the fastest costs in accuracy
-(:mod:`zoo.bench.accuracy`).
+(:mod:`zoo_bench.accuracy`).
 
 Each measurement is images/s, the median latency per batch after warm-up, GFLOPs per image
 (of the fp32 graph: the work, whatever the precision) and the fraction of this machine's
@@ -15,7 +15,7 @@ rows, a large uint8 x int8 one for int8 rows. Our graphs run as deployed
 with static allocation, on the same input (a Faster R-CNN's ``data_shape x max_size``).
 ``int8`` quantizes the model's fresh parameters with naive calibration on the benchmark
 input: the speed of int8, not its accuracy (``zoo quantize`` calibrates on real images).
-``profile`` adds where the time of each of our graphs goes (:mod:`zoo.bench.profile`).
+``profile`` adds where the time of each of our graphs goes (:mod:`zoo_bench.profile`).
 """
 import os
 import tempfile
@@ -29,13 +29,13 @@ from zoo import artifact
 from zoo.predictor import Predictor
 from zoo.engine.precision import bf16_inference_graph, check_dtype
 from zoo.errors import OptionsError
-from zoo.bench.options import COMPARISONS, DTYPES, BenchmarkOptions
-from zoo.bench.accuracy import calibration_batches, format_cost, format_score, score
-from zoo.bench.flops import count_flops
-from zoo.bench.timing import Stopwatch, median_seconds, print_line
+from zoo_bench.options import COMPARISONS, DTYPES, BenchmarkOptions
+from zoo_bench.accuracy import calibration_batches, format_cost, format_score, score
+from zoo_bench.flops import count_flops
+from zoo_bench.timing import Stopwatch, median_seconds, print_line
 from zoo.inference.quantization import quantize
 from zoo.model import get_model
-from zoo.bench.profile import PartProfile, format_profile, part_gflops, profile_graph
+from zoo_bench.profile import PartProfile, format_profile, part_gflops, profile_graph
 
 __all__ = ["BenchmarkOptions", "COMPARISONS", "DTYPES", "GLUONCV_MODELS", "Measurement",
            "SpeedRatio", "Subject", "benchmark", "best_of", "bf16_matmul_peak_gflops",
@@ -120,7 +120,7 @@ class BenchmarkResult:
     plot: Optional[str]
     fastest: Tuple[Measurement, ...] = ()  # compare all: the fastest of ours per batch size
     bf16_peak_gflops: Optional[float] = None   # measured when a bf16 graph is timed
-    scores: Tuple = ()                 # with a dataset: a zoo.bench.accuracy.Score per side
+    scores: Tuple = ()                 # with a dataset: a zoo_bench.accuracy.Score per side
 
 
 def _giga_ops_per_s(multiply, size, seconds):
@@ -358,9 +358,9 @@ def fp32_graph(options, ours):
 
 def deployed_subjects(options, model, ours, scratch):
     """With ``compare`` all: ``(subjects, files)``, our fp32 graph deployed on each runtime
-    of :data:`zoo.bench.deployed.DEPLOYED_SIDES` (``{side: file}``), timed each in its own
+    of :data:`zoo_bench.deployed.DEPLOYED_SIDES` (``{side: file}``), timed each in its own
     process on the same random images as ours."""
-    from zoo.bench.deployed import deployed_graphs, isolated_latency
+    from zoo_bench.deployed import deployed_graphs, isolated_latency
     if options.compare != "all":
         return [], {}
     inputs = {batch_size: model.input_arrays(random_images(model.input_shapes(batch_size)["data"]))
@@ -477,7 +477,7 @@ def format_peaks(peaks):
 
 
 def profile_subjects(model, subjects, batch_size, runs, log):
-    """The :class:`zoo.bench.profile.PartProfile` of each of our ``subjects``, logged."""
+    """The :class:`zoo_bench.profile.PartProfile` of each of our ``subjects``, logged."""
     inputs = model.input_arrays(random_images(model.input_shapes(batch_size)["data"]))
     gflops = part_gflops(model.symbol(), model.input_shapes(1))
     profiles = []
@@ -509,7 +509,7 @@ def benchmark(options, log=print_line):
 
 
 def accuracy(options, side, files, fastest, scratch, log):
-    """The :class:`zoo.bench.accuracy.Score` of the checkpoint (``side``) and of each
+    """The :class:`zoo_bench.accuracy.Score` of the checkpoint (``side``) and of each
     deployed file (``files``) on the options' split, logged, then what each of the
     ``fastest`` measurements gives up; returns the scores."""
     split = options.data_split()

@@ -1,7 +1,7 @@
 """``zoo benchmark-train``: samples/s of the zoo's whole training step (its Trainer, data
 included), with ``--compare gluoncv`` beside GluonCV's own training recipe for the same
 network, alternating round for round, with milliseconds per step of each part (see
-:mod:`zoo.bench.train`).
+:mod:`zoo_bench.train`).
 
 Our side runs in fp32 and, where the CPU has bfloat16 units, in bf16 (``--dtypes``), each
 beside GluonCV's; one more round of each is timed operator by operator: the share of the
@@ -19,7 +19,7 @@ The cost of the training-health checks (on against off, alternating):
 """
 import argparse
 
-from zoo.bench.train import GLUONCV_RECIPES, TrainBenchmarkOptions, benchmark_train
+from zoo_bench.train import GLUONCV_RECIPES, TrainBenchmarkOptions, benchmark_train
 from zoo.config.registry import list_models
 from zoo.cli.common import (add_batch_flag, comma_list, nonnegative_int, options_from,
                             positive_float, positive_int, regex)
@@ -29,31 +29,34 @@ __all__ = ["add_arguments", "run"]
 
 
 def add_arguments(p):
-    p.add_argument("--network", default="ssd_resnet50_v1_gluoncv_voc", choices=list_models(),
+    p.add_argument("--network", default=TrainBenchmarkOptions.network, choices=list_models(),
                    metavar="NAME", help="registered model; --compare gluoncv knows %s"
                    % ", ".join(GLUONCV_RECIPES))
-    p.add_argument("--data-shape", type=positive_int, default=None,
+    p.add_argument("--data-shape", type=positive_int, default=TrainBenchmarkOptions.data_shape,
                    help="input side (Faster R-CNN: the short side; default: the config's)")
-    p.add_argument("--max-size", type=positive_int, default=None,
+    p.add_argument("--max-size", type=positive_int, default=TrainBenchmarkOptions.max_size,
                    help="Faster R-CNN: the longer side's limit (default: the config's)")
-    add_batch_flag(p, 4)
-    p.add_argument("--steps", type=positive_int, default=8,
+    add_batch_flag(p, TrainBenchmarkOptions.batch_size)
+    p.add_argument("--steps", type=positive_int, default=TrainBenchmarkOptions.steps,
                    help="steps per round: one epoch of each side")
-    p.add_argument("--rounds", type=positive_int, default=3, help="timed rounds per side")
-    p.add_argument("--warmup-rounds", type=nonnegative_int, default=1,
+    p.add_argument("--rounds", type=positive_int, default=TrainBenchmarkOptions.rounds,
+                   help="timed rounds per side")
+    p.add_argument("--warmup-rounds", type=nonnegative_int,
+                   default=TrainBenchmarkOptions.warmup_rounds,
                    help="untimed rounds per side first")
-    p.add_argument("--data-threads", type=positive_int, default=2,
+    p.add_argument("--data-threads", type=positive_int, default=TrainBenchmarkOptions.data_threads,
                    help="our loader's threads and GluonCV's worker processes")
-    p.add_argument("--image-size", type=positive_int, default=448,
+    p.add_argument("--image-size", type=positive_int, default=TrainBenchmarkOptions.image_size,
                    help="side of the embedded JPEGs, generated into --data-root")
-    p.add_argument("--num-images", type=positive_int, default=64,
+    p.add_argument("--num-images", type=positive_int, default=TrainBenchmarkOptions.num_images,
                    help="distinct images generated; rounds cycle over them")
-    p.add_argument("--data-root", default=None,
+    p.add_argument("--data-root", default=TrainBenchmarkOptions.data_root,
                    help="folder of the generated images (default: output/shapes_<image-size>)")
-    p.add_argument("--freeze", type=regex, default=None,
+    p.add_argument("--freeze", type=regex, default=TrainBenchmarkOptions.freeze,
                    help="regular expression of our parameters kept fixed (GluonCV's recipe "
                         "trains its network's collect_train_params())")
-    p.add_argument("--compare", choices=("gluoncv", "health", "none"), default="gluoncv",
+    p.add_argument("--compare", choices=("gluoncv", "health", "none"),
+                   default=TrainBenchmarkOptions.compare,
                    help="'health': ours with the training-health checks off and on, "
                         "alternating (their cost); 'none': time ours only")
     p.add_argument("--dtypes", type=comma_list(train_dtype),
@@ -80,7 +83,7 @@ def run(args):
     options = options_from(TrainBenchmarkOptions, args,
                            compare=None if args.compare == "none" else args.compare)
     if options.compare == "health":
-        from zoo.bench.health import benchmark_health
+        from zoo_bench.health import benchmark_health
         benchmark_health(options)
     else:
         benchmark_train(options)

@@ -5,12 +5,12 @@ each is waited for, so the operators add up to the graph's time), each sorted by
 is (:data:`CATEGORIES`): a layer whose output is bfloat16, a layer in fp32, AMP's casts,
 anchors and target assignment, losses, and the rest of the graph (reshapes of the heads'
 outputs, proposals, ROIAlign...). The optimizer's update, the data and the metrics are the
-round's own parts (:class:`zoo.bench.train_parts.PartClock`).
+round's own parts (:class:`zoo_bench.train_parts.PartClock`).
 
 Beside it, the work: the multiply-adds of the convolutions and fully connected layers, three
 times the forward's per step (forward, gradient of the input, gradient of the weight), as
 GFLOP/s over the time of the layers that ran them, against the machine's peak of their
-precision (:func:`zoo.bench.inference.bf16_matmul_peak_gflops`, best of several probes).
+precision (:func:`zoo_bench.inference.bf16_matmul_peak_gflops`, best of several probes).
 """
 import json
 from dataclasses import dataclass, field
@@ -20,9 +20,9 @@ import mxnet as mx
 import numpy as np
 from mxnet.contrib.amp.amp import bfloat16
 
-from zoo.bench.flops import flops_by_layer
-from zoo.bench.profile import node_of
-from zoo.bench.timing import Stopwatch
+from zoo_bench.flops import flops_by_layer
+from zoo_bench.profile import node_of
+from zoo_bench.timing import Stopwatch
 from zoo.engine import module_adapter
 
 __all__ = ["BF16", "CATEGORIES", "FP32", "OTHER", "KernelClock", "KernelProfile", "category",
@@ -125,8 +125,8 @@ class KernelClock:
 
     def profile(self, round_, flops):
         """The :class:`KernelProfile` of the monitored ``round_`` (a
-        :class:`zoo.bench.train_parts.Round`); ``flops`` are the fp32 graph's
-        :func:`~zoo.bench.flops.flops_by_layer`."""
+        :class:`zoo_bench.train_parts.Round`); ``flops`` are the fp32 graph's
+        :func:`~zoo_bench.flops.flops_by_layer`."""
         steps = max(round_.steps, 1)
         gflops, layers = {BF16: 0.0, FP32: 0.0}, {BF16: 0, FP32: 0}
         for name, kind in self.precision_of.items():

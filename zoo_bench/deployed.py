@@ -1,7 +1,7 @@
 """The deployed runtimes ``zoo benchmark --compare all`` times beside MXNet: our fp32 graph
 exported to ONNX on ONNX Runtime and as an OpenVINO IR, and that IR quantized to int8
 (:mod:`zoo.onnx.int8`, naively calibrated on the benchmark input, or on a dataset split's
-images when the benchmark also scores accuracy, :mod:`zoo.bench.accuracy`). Each runs in
+images when the benchmark also scores accuracy, :mod:`zoo_bench.accuracy`). Each runs in
 its own process, started fresh (``spawn``) and loading no MXNet: OpenVINO's, ONNX
 Runtime's and MXNet's thread pools slow each other down in one process.
 
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from zoo.bench.timing import environment, machine_line, median_seconds, print_line
+from zoo_bench.timing import environment, machine_line, median_seconds, print_line
 from zoo.schema.preprocessing import canvas_size
 
 __all__ = ["DEPLOYED_SIDES", "FileTiming", "benchmark_file", "deployed_graphs",
@@ -98,7 +98,7 @@ def random_batch(preprocessing, batch_size, seed=0):
 
 
 def benchmark_file(options, log=print_line):
-    """Time the deployed file ``options.checkpoint`` (a :class:`zoo.bench.options.
+    """Time the deployed file ``options.checkpoint`` (a :class:`zoo_bench.options.
     BenchmarkOptions`) on its runtime with the runtime's default threads: the graph's pass
     on a random batch at each of ``batch_sizes``, after ``warmup`` passes, the median of
     ``runs``. Loads no MXNet. Each line goes to ``log`` as it is measured; returns the
