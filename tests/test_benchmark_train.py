@@ -129,10 +129,9 @@ def test_options_are_checked():
 
 
 def test_command_refuses_a_broken_freeze_pattern(capsys):
-    with pytest.raises(SystemExit) as exit_:
-        zoo.cli.main(["benchmark-train", "--freeze", "["])
-    assert exit_.value.code == 2
-    assert "argument --freeze: must be a regular expression" in capsys.readouterr().err
+    assert zoo.cli.main(["benchmark-train", "--freeze", "["]) == 1
+    assert capsys.readouterr().err.startswith(
+        "zoo benchmark-train: error: freeze '[' is not a regular expression: ")
 
 
 @pytest.mark.slow

@@ -1,7 +1,6 @@
 """The parts of ``zoo benchmark-train`` that both sides share (:mod:`zoo_bench.train`, ours,
 and :mod:`zoo_bench.gluoncv_recipes`, GluonCV's): its options, the recipes it knows, the
 rounds and results of a side, and the clock that times each part of a step."""
-import re
 import resource
 from dataclasses import dataclass, field
 from typing import Optional, Tuple
@@ -12,6 +11,7 @@ from zoo_bench.data import cpu_seconds
 from zoo_bench.timing import Stopwatch
 from zoo.config.registry import list_models
 from zoo.engine.precision import DTYPES, check_dtype, resolve_dtype
+from zoo.engine.trainer import check_pattern
 from zoo.errors import OptionsError
 
 __all__ = ["GLUONCV_RECIPES", "PARTS", "PartClock", "Round", "SGD", "SideResult", "TARGETS",
@@ -84,12 +84,7 @@ class TrainBenchmarkOptions:
                 raise OptionsError("%s must be >= 0, got %d" % (name, getattr(self, name)))
         if self.peak_seconds <= 0:
             raise OptionsError("peak_seconds must be > 0, got %g" % self.peak_seconds)
-        if self.freeze:
-            try:
-                re.compile(self.freeze)
-            except re.error as err:
-                raise OptionsError("freeze %r is not a regular expression: %s"
-                                   % (self.freeze, err)) from None
+        check_pattern("freeze", self.freeze)
 
     @property
     def samples_per_round(self):

@@ -5,7 +5,6 @@ import argparse
 import dataclasses
 import math
 import os
-import re
 
 from zoo.data.factory import KINDS
 from zoo.data.orientation import EXIF_CHOICES
@@ -16,7 +15,7 @@ __all__ = ["HelpFormatter", "KINDS", "Parser", "add_batch_flag", "add_checkpoint
            "add_exif_flag", "add_hidden_alias", "add_progress_flag", "comma_list", "ctx",
            "existing_folder", "field_default", "float_in", "fraction", "increasing", "network",
            "nonnegative_float", "nonnegative_int", "options_from", "positive_float",
-           "positive_int", "regex"]
+           "positive_int"]
 
 
 
@@ -110,16 +109,6 @@ def existing_folder(value):
     if not os.path.isdir(value):
         raise argparse.ArgumentTypeError("must be an existing folder, got %r (%s)" % (
             value, "a file" if os.path.exists(value) else "no such folder"))
-    return value
-
-
-def regex(value):
-    """A regular expression, compiled here only to reject a broken one; kept as text."""
-    try:
-        re.compile(value)
-    except re.error as err:
-        raise argparse.ArgumentTypeError("must be a regular expression, got %r (%s)"
-                                         % (value, err)) from None
     return value
 
 

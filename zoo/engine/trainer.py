@@ -35,8 +35,8 @@ from zoo.signals import stop_signals
 
 __all__ = ["LOG", "OPTIMIZERS", "OptimizerOptions", "OutputFolderInUse", "Trainer",
            "TrainerOptions", "TrainingDiverged", "TrainingError", "TrainingInterrupted",
-           "bind_training_module", "frozen_batchnorm", "frozen_params", "lr_scheduler",
-           "mxnet_contexts"]
+           "bind_training_module", "check_pattern", "frozen_batchnorm", "frozen_params",
+           "lr_scheduler", "mxnet_contexts"]
 
 LOG = logging.getLogger("zoo.train")
 OPTIMIZERS = ("sgd", "nag", "adam", "rmsprop")
@@ -175,12 +175,17 @@ class TrainerOptions:
                                % (self.epochs, self.batch_size))
         # The one check of the freeze patterns (zoo train's flags are not parsed as such).
         for name in ("freeze", "freeze_bn"):
-            pattern = getattr(self, name)
-            try:
-                re.compile(pattern or "")
-            except re.error as err:
-                raise OptionsError("%s %r is not a regular expression: %s"
-                                   % (name, pattern, err)) from None
+            check_pattern(name, getattr(self, name))
+
+
+def check_pattern(name, pattern):
+    """Raise :class:`OptionsError` if ``pattern`` (option ``name``; None: none) is not a
+    regular expression."""
+    try:
+        re.compile(pattern or "")
+    except re.error as err:
+        raise OptionsError("%s %r is not a regular expression: %s"
+                           % (name, pattern, err)) from None
 
 
 @dataclass(frozen=True)

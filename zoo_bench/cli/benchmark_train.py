@@ -22,7 +22,7 @@ import argparse
 from zoo_bench.train import GLUONCV_RECIPES, TrainBenchmarkOptions, benchmark_train
 from zoo.config.registry import list_models
 from zoo.cli.common import (add_batch_flag, comma_list, nonnegative_int, options_from,
-                            positive_float, positive_int, regex)
+                            positive_float, positive_int)
 from zoo.engine.precision import DTYPES
 
 __all__ = ["add_arguments", "run"]
@@ -52,7 +52,7 @@ def add_arguments(p):
                    help="distinct images generated; rounds cycle over them")
     p.add_argument("--data-root", default=TrainBenchmarkOptions.data_root,
                    help="folder of the generated images (default: output/shapes_<image-size>)")
-    p.add_argument("--freeze", type=regex, default=TrainBenchmarkOptions.freeze,
+    p.add_argument("--freeze", default=TrainBenchmarkOptions.freeze,
                    help="regular expression of our parameters kept fixed (GluonCV's recipe "
                         "trains its network's collect_train_params())")
     p.add_argument("--compare", choices=("gluoncv", "health", "none"),
