@@ -24,7 +24,7 @@ LAZY = {
     "Detector": "inference.detector",
     "load_detector": "inference.detector",
     "load_onnx_detector": "onnx.runtime", "load_openvino_detector": "onnx.openvino_runtime",
-    "load_deployed_detector": "onnx.deployed", "open_detector": "inference.checkpoint",
+    "load_deployed_detector": "onnx.deployed", "open_detector": "checkpoint",
 }
 
 __all__ = ["ConfigError", "DataError", "DetectionModel", "Detections", "Detector",

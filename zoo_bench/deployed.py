@@ -103,7 +103,7 @@ def benchmark_file(options, log=print_line):
     on a random batch at each of ``batch_sizes``, after ``warmup`` passes, the median of
     ``runs``. Loads no MXNet. Each line goes to ``log`` as it is measured; returns the
     :class:`FileTiming` of each batch size."""
-    from zoo.inference.checkpoint import open_detector
+    from zoo.checkpoint import open_detector
     detector = open_detector(options.checkpoint)
     engine = detector.engine()
     runtime = "openvino" if options.checkpoint.endswith(".xml") else "onnxruntime"

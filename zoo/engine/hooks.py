@@ -19,6 +19,7 @@ from zoo.inference.evaluation import dataset_rows, voc_scores
 from zoo.engine import module_adapter
 from zoo.engine.trainer import OutputFolderInUse, TrainingDiverged, TrainingError
 from zoo.progress import progress_bar
+from zoo.runfiles import log_path
 
 __all__ = ["CSVLog", "Checkpointer", "DivergenceCheck", "Hook", "LOG", "ProgressBar",
            "StatisticsAveraging", "Validation", "default_hooks", "last_checkpoint_note"]
@@ -335,7 +336,7 @@ def default_hooks(model, output_dir, *, val_dataset=None, val_interval=1, keep_l
         hooks.append(Validation(val_dataset, val_interval))
     hooks += list(checks)
     hooks += [Checkpointer(prefix, keep_last, overwrite, run),
-              CSVLog(prefix + "-log.csv", model.loss_names)]
+              CSVLog(log_path(prefix), model.loss_names)]
     if progress:
         hooks.append(ProgressBar())
     return hooks

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from zoo.errors import OptionsError
-from zoo.inference.checkpoint import open_detector
+from zoo.checkpoint import open_detector
 from zoo.inference.visualize import ENCODINGS, draw, save_image
 
 __all__ = ["DemoOptions", "demo"]

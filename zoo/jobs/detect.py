@@ -41,7 +41,7 @@ import numpy as np
 from zoo import runlock
 from zoo.errors import DataError, Interrupted, OptionsError
 from zoo.filenames import unique_components
-from zoo.inference.checkpoint import open_detector
+from zoo.checkpoint import open_detector
 from zoo.inference.inputs import LIST_PREFIX, InputImages, Skipped, expand_inputs, is_inside
 from zoo.inference.visualize import ENCODINGS, draw, pixel_box, save_image
 from zoo.signals import stop_signals

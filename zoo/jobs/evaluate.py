@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Optional, Tuple
 
 from zoo.errors import OptionsError
-from zoo.inference.checkpoint import open_detector
+from zoo.checkpoint import open_detector
 from zoo.inference.evaluation import coco_report, dataset_rows, voc_scores
 from zoo.jobs.datasets import DataSplit, checkpoint_name, open_for_artifact, relabel
 

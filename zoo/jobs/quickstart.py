@@ -14,6 +14,7 @@ from zoo.jobs.demo import DemoOptions, demo
 from zoo.jobs.evaluate import EvalOptions, evaluate
 from zoo.jobs.export import ExportOptions, export
 from zoo.jobs.train import TrainOptions, train
+from zoo.runfiles import log_path
 
 __all__ = ["EPOCHS", "NETWORK", "QuickstartOptions", "TARGET_MAP", "python_line", "quickstart",
            "train_options"]
@@ -65,7 +66,7 @@ def quickstart(options):
     results = evaluate(EvalOptions(checkpoint=prefix, data_root=root, split="val",
                                    output=prefix + "-eval-val.json",  # this run's, anew
                                    progress=options.progress))
-    curves = plot_training_log(prefix + "-log.csv", prefix + "-log.png")
+    curves = plot_training_log(log_path(prefix), prefix + "-log.png")
     held_out = VOCDataset(root, "val")
     image = held_out.image_path(0)
     picture = os.path.join(options.output_dir, "demo.png")
