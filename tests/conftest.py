@@ -15,11 +15,12 @@ from zoo import process  # noqa: E402
 process.use_fast_settings()
 
 import mxnet as mx  # noqa: E402
-import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 from zoo.data import embedded  # noqa: E402
-from zoo.distributed import testhosts  # noqa: E402
+import testhosts  # noqa: E402
+
+from factories import spread_ssd_artifact  # noqa: E402
 
 _LIBC = ctypes.CDLL("libc.so.6")
 
@@ -31,7 +32,6 @@ SETTINGS_VARIANTS = {
 }
 END_TO_END_MODELS = sorted(set(zoo.list_models()) - set(SETTINGS_VARIANTS))
 """The registered models the end-to-end tests run: all but :data:`SETTINGS_VARIANTS`."""
-BACKBONE_NAMES = ("resnet50", "resnet101", "resnet50_v1", "mobilenetv2", "inceptionv3")
 
 
 @pytest.fixture(scope="module")
@@ -71,45 +71,17 @@ def shapes192(tmp_path_factory):
                              num_val=4, image_size=192)
 
 
-DETECT_CLASSES = ["circle", "square", "triangle", "star"]
-
-
 @pytest.fixture(scope="session")
 def detect_prefix(tmp_path_factory):
-    """A small SSD artifact whose class scores spread and clear a 0.3 threshold (class
-    logits scaled up, each class its own bias, so classes differ and boxes survive), shared
-    by the ``zoo detect`` tests."""
-    from zoo import artifact
-    model = zoo.get_model("ssd_mobilenetv2_stride8", data_shape=128, num_classes=4,
-                          class_names=DETECT_CLASSES)
-    arg_params, _ = model.init_params(seed=0)
-    rng = np.random.RandomState(0)
-    for name, value in arg_params.items():
-        if name.endswith("_cls_weight"):
-            value[:] = value * 20
-        if name.endswith("_cls_bias"):
-            value[:] = rng.uniform(-1, 3, value.shape)
-    path = str(tmp_path_factory.mktemp("detect_artifact") / "ssd")
-    artifact.export(model, path)
-    return path
-
-
-def smooth_image(height, width, seed):
-    """Random blocks, enlarged: a BGR image with structure at several scales."""
-    import cv2
-    rng = np.random.RandomState(seed)
-    small = rng.randint(0, 256, (max(2, height // 8), max(2, width // 8), 3), dtype=np.uint8)
-    return cv2.resize(small, (width, height), interpolation=cv2.INTER_LINEAR)
-
-
-def random_image(height, width, seed=0):
-    """A random HxWx3 uint8 RGB image."""
-    return np.random.RandomState(seed).randint(0, 256, (height, width, 3), dtype=np.uint8)
+    """A small SSD artifact of :data:`factories.DETECT_CLASSES` whose class scores spread and
+    clear a 0.3 threshold (:func:`factories.spread_ssd_artifact`), shared by the ``zoo
+    detect`` and EXIF tests."""
+    return spread_ssd_artifact(str(tmp_path_factory.mktemp("detect_artifact") / "ssd"))
 
 
 @pytest.fixture(scope="session")
 def test_hosts(tmp_path_factory):
-    """Two test hosts in network namespaces (:mod:`zoo.distributed.testhosts`), shared by the
+    """Two test hosts in network namespaces (tests/testhosts.py), shared by the
     session's multi-host tests and removed at its end, whatever happened; the tests that use them
     skip, naming it, where this machine lacks a requirement."""
     missing = testhosts.missing_requirement()

@@ -17,7 +17,8 @@ from zoo.inference.detector import Detector
 from zoo.engine.hooks import Hook
 from zoo.engine.trainer import OptimizerOptions, Trainer, TrainerOptions
 from zoo.schema.preprocessing import canvas_size, scaled_size
-from conftest import random_image, runner_inputs
+from conftest import runner_inputs
+from factories import random_image
 
 SHORT, LONGEST, DIVISOR = 60, 120, 16
 LANDSCAPE, PORTRAIT = (90, 150), (150, 90)  # (height, width)

@@ -9,7 +9,6 @@ import hashlib
 import json
 import os
 import re
-import textwrap
 
 import cv2
 import numpy as np
@@ -21,31 +20,12 @@ from zoo.cli import main
 from zoo.errors import OnnxModelError, OptionsError
 from zoo.onnx.openvino_runtime import WEIGHTS_SHA256, write_ir
 
+from factories import one_error_line, tiny_ssd_yaml
 from test_onnx_runtime import NAMES, SHORT_SIDE, write_export
 
-TINY_CONFIG = """\
-    arch: ssd
-    backbone: mobilenetv2
-    num_classes: 3
-    class_names: [circle, square, triangle]
-    data_shape: 64
-    from_layers: [c3, ""]
-    num_filters: [-1, 64]
-    strides: [-1, 2]
-    pads: [-1, 1]
-    normalizations: [-1, -1]
-    sizes: [[0.2, 0.3], [0.5, 0.7]]
-    ratios: [[1, 2, 0.5], [1, 2, 0.5]]
-"""
-"""A two-map SSD at 64 pixels (as test_training.py's tiny model): an export costs a second."""
-
-
-def one_line(capsys, command, status=1):
-    """The one error line ``zoo COMMAND`` printed, checked to be alone on stderr."""
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "Traceback" not in err, err
-    assert err.startswith("zoo %s: error: " % command), err
-    return err.strip()
+TINY_CLASSES = ["circle", "square", "triangle"]
+"""The classes of the export tests' model: the tiny SSD of :data:`factories.TINY_SSD`, which
+exports in a second."""
 
 
 def read(path):
@@ -155,7 +135,7 @@ def test_a_deployed_file_that_does_not_load_is_one_line_in_detect(deployed, tmp_
     path = make(deployed, tmp_path)
     status = main(["detect", os.path.join(deployed, "photo.png"), "--checkpoint", path,
                    "--output", str(tmp_path / "found"), "--no-progress"])
-    line = one_line(capsys, "detect")
+    line = one_error_line(capsys, "detect")
     assert status == 1 and named(line, path, expected), line
 
 
@@ -167,7 +147,7 @@ def test_a_deployed_file_that_does_not_load_is_one_line_in_eval(deployed, tmp_pa
     # The file is loaded before the dataset is opened: an empty folder is dataset enough.
     status = main(["eval", "--checkpoint", path, "--data-root", str(tmp_path),
                    "--no-progress"])
-    line = one_line(capsys, "eval")
+    line = one_error_line(capsys, "eval")
     assert status == 1 and named(line, path, expected), line
 
 
@@ -212,7 +192,7 @@ def test_a_deployed_file_that_does_not_load_is_one_line_in_benchmark(deployed, t
     refused as eval refuses it."""
     path = make(deployed, tmp_path)
     assert main(["benchmark", "--checkpoint", path, "--runs", "1", "--warmup", "0"]) == 1
-    line = one_line(capsys, "benchmark")
+    line = one_error_line(capsys, "benchmark")
     assert named(line, path, expected), line
 
 
@@ -220,11 +200,13 @@ def test_a_deployed_file_that_does_not_load_is_one_line_in_benchmark(deployed, t
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
-    """The YAML config of :data:`TINY_CONFIG`, and of the same model naming a class twice."""
+    """The YAML config of the tiny SSD of :data:`TINY_CLASSES`, and of the same model naming
+    a class twice."""
     folder = tmp_path_factory.mktemp("configs")
-    (folder / "tiny.yaml").write_text(textwrap.dedent(TINY_CONFIG))
-    (folder / "twice.yaml").write_text(textwrap.dedent(TINY_CONFIG).replace(
-        "[circle, square, triangle]", "[circle, square, circle]"))
+    twice = TINY_CLASSES[:2] + TINY_CLASSES[:1]
+    for name, class_names in (("tiny", TINY_CLASSES), ("twice", twice)):
+        (folder / (name + ".yaml")).write_text(tiny_ssd_yaml(num_classes=len(class_names),
+                                                             class_names=class_names))
     return str(folder / "tiny.yaml")
 
 
@@ -259,7 +241,7 @@ def test_export_refuses_a_folder_or_another_formats_name(tiny, tmp_path, capsys,
     before = listing(tmp_path), listing(tmp_path / "out")
     status = main(["export", "--network", tiny, "--format", format,
                    "--output", os.path.join(str(tmp_path), output)])
-    line = one_line(capsys, "export")
+    line = one_error_line(capsys, "export")
     assert status == 1 and expected.format(tmp=tmp_path) in line, line
     assert (listing(tmp_path), listing(tmp_path / "out")) == before  # nothing written
 
@@ -293,7 +275,7 @@ def test_an_openvino_export_on_a_full_disk_is_one_line_and_leaves_nothing(tiny, 
     os.symlink("/dev/full", str(tmp_path / staged))
     status = main(["export", "--network", tiny, "--format", "openvino",
                    "--output", str(tmp_path / "m")])
-    line = one_line(capsys, "export")
+    line = one_error_line(capsys, "export")
     assert status == 1 and line.startswith("zoo export: error: %s: cannot be written ("
                                            % (tmp_path / "m.xml")), line
     assert "is the disk full?" in line
@@ -306,7 +288,7 @@ def test_a_config_naming_a_class_twice_is_refused(tiny, tmp_path, capsys):
     twice = os.path.join(os.path.dirname(tiny), "twice.yaml")
     assert main(["export", "--network", twice, "--format", "onnx",
                  "--output", str(tmp_path / "m")]) == 1
-    line = one_line(capsys, "export")
+    line = one_error_line(capsys, "export")
     assert "class_names = ['circle', 'square', 'circle']: " in line
     assert "with no repeated value" in line and listing(tmp_path) == []
 
@@ -326,7 +308,7 @@ def twice_artifact(tiny, tmp_path_factory):
 
 def test_an_artifact_naming_a_class_twice_is_refused(twice_artifact, tmp_path, capsys):
     assert main(["eval", "--checkpoint", twice_artifact, "--data-root", str(tmp_path)]) == 1
-    line = one_line(capsys, "eval")
+    line = one_error_line(capsys, "eval")
     assert line == ('zoo eval: error: %s-0001.json: class_names = ["circle", "square", '
                     '"circle"]: expected a list of class names, none repeated'
                     % twice_artifact)
@@ -338,7 +320,7 @@ def test_an_init_source_naming_a_class_twice_is_refused(twice_artifact, shapes, 
                    "--data-root", shapes, "--epochs", "1", "--batch-size", "2",
                    "--val-split", "", "--output-dir", str(tmp_path / "run"),
                    "--no-progress", "--data-threads", "1"])
-    line = one_line(capsys, "train")
+    line = one_error_line(capsys, "train")
     assert status == 1 and "class_names = [\"circle\", \"square\", \"circle\"]: " in line
     assert not (tmp_path / "run").exists() or listing(tmp_path / "run") == []
 

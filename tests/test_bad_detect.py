@@ -3,7 +3,6 @@ runs stopped by a signal, a second run into one output, inputs named twice or in
 output, symlinked folders, labels that must parse back, damaged videos, GIFs and the files a
 folder leaves out. Every case runs through the CLI on files the test writes itself."""
 import glob
-import hashlib
 import json
 import os
 import shutil
@@ -23,7 +22,7 @@ import zoo
 from zoo import artifact, runlock
 from zoo.cli import main
 
-from conftest import smooth_image
+from factories import smooth_image, tree_hashes
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(zoo.__file__)))
 """The checkout whose ``zoo`` the tests import, for a subprocess to run the same."""
@@ -74,17 +73,6 @@ def told(caught):
 def results(output):
     with open(os.path.join(str(output), "results.json")) as handle:
         return json.load(handle)
-
-
-def hashes(folder):
-    """``{path: sha256}`` of every file under ``folder``."""
-    found = {}
-    for parent, _, names in os.walk(str(folder)):
-        for name in names:
-            path = os.path.join(parent, name)
-            with open(path, "rb") as stream:
-                found[path] = hashlib.sha256(stream.read()).hexdigest()
-    return found
 
 
 def every_path(folder):
@@ -300,12 +288,12 @@ def test_a_second_run_into_an_output_with_files_is_refused_and_changes_nothing(
         detect_prefix, imgs, tmp_path, capsys):
     output = tmp_path / "out"
     detect(capsys, detect_prefix, imgs, "--output", output)
-    before = hashes(output)
+    before = tree_hashes(output)
     line = refused(capsys, detect_prefix, imgs / "a.jpg", "--output", output)
     assert line == ("zoo detect: error: --output %s holds files already (pictures, "
                     "results.json, results.jsonl); name a new folder, or pass --exist-ok to "
                     "write into it (files of the same names are replaced)" % output)
-    assert hashes(output) == before
+    assert tree_hashes(output) == before
 
 
 def test_exist_ok_writes_this_runs_results_only(detect_prefix, imgs, tmp_path, capsys):
@@ -331,13 +319,13 @@ def test_an_input_inside_the_output_is_refused_and_never_overwritten(detect_pref
                                                                      tmp_path, capsys):
     output = tmp_path / "k07"
     detect(capsys, detect_prefix, imgs, "--output", output)
-    before = hashes(output)
+    before = tree_hashes(output)
     line = refused(capsys, detect_prefix, output / "pictures", "--output", output,
                    "--exist-ok")
     assert line == ("zoo detect: error: input %s is inside --output %s: the output folder is "
                     "never read as input; write elsewhere with --output"
                     % (output / "pictures", os.path.realpath(str(output))))
-    assert hashes(output) == before
+    assert tree_hashes(output) == before
 
 
 def test_pictures_never_go_through_a_link_onto_the_inputs(detect_prefix, imgs, tmp_path,
@@ -345,11 +333,11 @@ def test_pictures_never_go_through_a_link_onto_the_inputs(detect_prefix, imgs, t
     output = tmp_path / "out"
     output.mkdir()
     os.symlink(str(imgs), str(output / "pictures"))
-    before = hashes(imgs)
+    before = tree_hashes(imgs)
     line = refused(capsys, detect_prefix, imgs, "--output", output, "--exist-ok")
     assert line == ("zoo detect: error: %s leads outside --output %s (a link?); name another "
                     "--output" % (output / "pictures", output))
-    assert hashes(imgs) == before
+    assert tree_hashes(imgs) == before
 
 
 def test_recursive_never_reads_its_own_earlier_output(detect_prefix, imgs, tmp_path, capsys):

@@ -13,14 +13,9 @@ from zoo.cli import main
 from zoo.data import embedded
 from zoo.distributed import launcher
 
+from factories import one_error_line
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def one_line(capsys, command):
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "Traceback" not in err, err
-    assert err.startswith("zoo %s: error: " % command), err
-    return err.strip()
 
 
 # -- Environment variables ---------------------------------------------------------------------
@@ -45,7 +40,7 @@ def test_a_variable_that_cannot_be_is_one_line_naming_it(monkeypatch, capsys, tm
     monkeypatch.setenv(name, value)
     assert main(["eval", "--checkpoint", str(tmp_path / "m"), "--data-root",
                  str(tmp_path)]) == 1
-    assert one_line(capsys, "eval") == "zoo eval: error: %s=%r: expected %s" % (name, value,
+    assert one_error_line(capsys, "eval") == "zoo eval: error: %s=%r: expected %s" % (name, value,
                                                                                expected)
 
 
@@ -68,7 +63,7 @@ def test_healthy_variables_pass(monkeypatch, capsys, tmp_path):
         monkeypatch.setenv(name, value)
     assert main(["eval", "--checkpoint", str(tmp_path / "m"), "--data-root",
                  str(tmp_path)]) == 1
-    line = one_line(capsys, "eval")
+    line = one_error_line(capsys, "eval")
     assert "no complete artifact" in line and "expected" not in line, line
 
 
@@ -82,7 +77,7 @@ def test_a_scheduler_port_in_use_is_refused_before_anything_starts(capsys, monke
         taken.listen()
         port = taken.getsockname()[1]
         assert main(["launch", "--port", str(port), "--", "true"]) == 1
-    assert one_line(capsys, "launch") == (
+    assert one_error_line(capsys, "launch") == (
         "zoo launch: error: --port %d: in use on 127.0.0.1, where the scheduler listens: "
         "give a free port, or 0 for any" % port)
     assert started == []
@@ -104,7 +99,7 @@ def test_an_ssh_config_that_is_no_readable_file_is_refused(tmp_path, capsys, mon
     (tmp_path / "folder").mkdir()
     path = str(tmp_path / config)
     assert main(["launch", "--ssh-config", path, "--", "true"]) == 1
-    assert one_line(capsys, "launch") == (
+    assert one_error_line(capsys, "launch") == (
         "zoo launch: error: --ssh-config %s: not a readable ssh configuration file (%s)"
         % (path, reason))
     assert started == []
@@ -132,6 +127,6 @@ def test_a_non_finite_voc_image_size_is_one_line(pristine, tmp_path, capsys, tag
         stream.write(text.replace("<%s>64</%s>" % (tag, tag), "<%s>%s</%s>" % (tag, value, tag)))
     assert main(["prepare-data", "--format", "voc", "--root", root, "--split", "train",
                  "--output", str(tmp_path / "rec" / "train")]) == 1
-    line = one_line(capsys, "prepare-data")
+    line = one_error_line(capsys, "prepare-data")
     assert line.startswith("zoo prepare-data: error: %s: image size " % xml), line
     assert "is not a finite number of pixels; --skip-bad skips such an image" in line

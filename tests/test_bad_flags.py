@@ -25,7 +25,6 @@ PARSE_ERRORS = [
     (TRAIN + ["--data-threads", "-1"], ["argument --data-threads", "'-1'"]),
     (TRAIN + ["--lr-steps", "abc"], ["argument --lr-steps", "'abc'"]),
     (TRAIN + ["--lr-steps", "4,-2"], ["argument --lr-steps", "'-2'"]),
-    (TRAIN + ["--freeze", "["], ["argument --freeze", "regular expression", "'['"]),
     (TRAIN + ["--epochs", "0"], ["argument --epochs", "'0'"]),
     (TRAIN + ["--epochs", "2.5"], ["argument --epochs", "'2.5'"]),
     (TRAIN + ["--momentum", "1.5"], ["argument --momentum", "< 1", "'1.5'"]),
@@ -113,6 +112,17 @@ def test_a_batch_larger_than_the_data(shapes, tmp_path, capsys):
     assert status == 1
     assert line == ("zoo train: error: batch_size 9 is larger than the 8 training images of "
                     "voc:%s/train: no full batch to train on; lower --batch-size" % shapes)
+    assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("flag", ["--freeze", "--freeze-bn"])
+def test_a_bad_freeze_pattern_is_refused_before_anything_is_written(shapes, tmp_path, capsys,
+                                                                    flag):
+    # checked once, by the trainer's options, which the job builds before it starts
+    status, line = run(TRAIN + data_flags(shapes, tmp_path) + [flag, "["], capsys)
+    assert status == 1
+    assert line == ("zoo train: error: %s '[' is not a regular expression: unterminated "
+                    "character set at position 0" % flag[2:].replace("-", "_"))
     assert not list(tmp_path.iterdir())
 
 

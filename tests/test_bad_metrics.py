@@ -8,8 +8,9 @@ import pytest
 from zoo.data import DetectionDataset, RecordDataset
 from zoo.data.conventions import pixel_offset
 from zoo.errors import DataError
-from zoo.inference.evaluation import coco_scores, voc_scores
-from zoo.metrics import VOCMeanAP, coco_detections, coco_eval, coco_ground_truth
+from zoo.inference.evaluation import coco_report, voc_scores
+from zoo.metrics import VOCMeanAP, coco_detections, coco_ground_truth
+from zoo.metrics.coco import coco_evaluator
 
 NAMES = ["cat", "dog"]
 BOX, OTHER = [10.0, 10.0, 60.0, 60.0], [100.0, 100.0, 180.0, 150.0]
@@ -39,8 +40,10 @@ def detection(**changes):
 
 
 def coco_eval_of(*detections):
-    """``coco_eval`` of ``detections`` against the ground truth of one :func:`record`."""
-    return coco_eval(coco_ground_truth([record()], NAMES), list(detections))
+    """pycocotools' run (:func:`zoo.metrics.coco.coco_evaluator`, what
+    :func:`zoo.inference.evaluation.coco_report` scores with) of COCO result dicts
+    ``detections`` against the ground truth of one :func:`record`."""
+    return coco_evaluator(coco_ground_truth([record()], NAMES), list(detections))
 
 
 def rows(*values):
@@ -137,7 +140,7 @@ CASES = [
      ValueError, "image 3: detection [0, nan, 0, 0, 1, 1] has a non-finite value"),
     ("inverted row box", lambda: coco_detections(3, rows([1, 0.9, 0.5, 0, 0.2, 1]), 320, 240),
      ValueError, "is an inverted box (need x1 <= x2, y1 <= y2)"),
-    # COCO results given to coco_eval
+    # COCO results given to pycocotools
     ("result without a score", lambda: coco_eval_of({"image_id": 0, "category_id": 1,
                                                      "bbox": [1, 2, 3, 4]}), ValueError,
      "detection 0: {'image_id': 0, 'category_id': 1, 'bbox': [1, 2, 3, 4]}: expected image_id, "
@@ -158,7 +161,7 @@ CASES = [
     ("VOC scores of more detection arrays than images",
      lambda: voc_scores(DATASET, [rows(), rows()]), ValueError,
      "2 detection arrays for the 1 images of DetectionDataset(1 images, 2 classes)"),
-    ("COCO scores of no detection arrays", lambda: coco_scores(DATASET, []), ValueError,
+    ("COCO scores of no detection arrays", lambda: coco_report(DATASET, []), ValueError,
      "0 detection arrays for the 1 images"),
     # Box conventions
     ("unknown dataset convention",

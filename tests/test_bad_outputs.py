@@ -1,7 +1,6 @@
 """Bad-input corpus, outputs: one writer per output, and no command's failure changes a file
 that was good before it. Every failing command here runs through the CLI; the sha256 of
 every file in its folder is taken before and after, and must not change."""
-import hashlib
 import os
 import re
 import signal
@@ -15,6 +14,8 @@ import zoo
 from zoo import artifact
 from zoo.cli import main
 from zoo.data import embedded
+
+from factories import tree_hashes
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ENV = dict(os.environ, PYTHONPATH=ROOT, OMP_NUM_THREADS="1")
@@ -38,17 +39,6 @@ def fp32(tmp_path):
     return prefix
 
 
-def hashes(folder):
-    """``{path: sha256}`` of every file under ``folder``."""
-    found = {}
-    for parent, _, names in os.walk(folder):
-        for name in names:
-            path = os.path.join(parent, name)
-            with open(path, "rb") as stream:
-                found[os.path.relpath(path, folder)] = hashlib.sha256(stream.read()).hexdigest()
-    return found
-
-
 def fails_cleanly(argv, capsys, status=1):
     """Run ``zoo ARGV``; it must fail with ``status`` in one line; returns the line."""
     assert main([str(a) for a in argv]) == status
@@ -59,10 +49,10 @@ def fails_cleanly(argv, capsys, status=1):
 
 def unchanged_after(folder, argv, capsys, status=1):
     """Run a failing ``zoo ARGV``; no file under ``folder`` may change. Returns its line."""
-    before = hashes(folder)
+    before = tree_hashes(folder)
     assert before, "nothing to protect under %s" % folder
     line = fails_cleanly(argv, capsys, status)
-    assert hashes(folder) == before, line
+    assert tree_hashes(folder) == before, line
     return line
 
 
@@ -92,13 +82,13 @@ def test_an_int8_epoch_keeps_its_meaning_when_another_is_added(fp32, shapes, cap
     int8 = fp32 + "-int8"
     assert main(quantize_argv(fp32, shapes, "--epoch", "1")) == 0
     first = artifact.load(int8, 1)
-    graph, files = first.symbol.tojson(), hashes(os.path.dirname(int8))
+    graph, files = first.symbol.tojson(), tree_hashes(os.path.dirname(int8))
     assert main(quantize_argv(fp32, shapes, "--epoch", "2")) == 0
     second = artifact.load(int8, 2)
     assert second.symbol.tojson() != graph, "the epochs' calibrations should differ"
     # Epoch 1 still loads the graph it was calibrated with, byte for byte.
     assert artifact.load(int8, 1).symbol.tojson() == graph
-    assert {k: v for k, v in hashes(os.path.dirname(int8)).items()
+    assert {k: v for k, v in tree_hashes(os.path.dirname(int8)).items()
             if "-0001" in k} == {k: v for k, v in files.items() if "-0001" in k}
     # Quantizing epoch 1 again would replace it: refused.
     line = unchanged_after(os.path.dirname(int8), quantize_argv(fp32, shapes, "--epoch", "1"),

@@ -1,17 +1,18 @@
 """Detections do not depend on batching: for every architecture (SSD, Faster R-CNN C4, FPN),
 on mixed portrait and landscape images of odd sizes, ``zoo.Detector`` at batch 1, 2 and 8 and
-evaluation (:func:`zoo.inference.evaluation.predict`) on a VOC folder of the same images at
+evaluation (:func:`zoo.inference.evaluation.dataset_rows`) on a VOC folder of the same images at
 batch 1, 2 and 8 give the same detections, to float tolerance."""
 import os
 
 import cv2
-import mxnet as mx
 import numpy as np
 import pytest
 
 import zoo
 from zoo.data.voc import VOCDataset, annotation_xml
-from zoo.inference.evaluation import predict
+from zoo.inference.evaluation import dataset_rows
+
+from factories import smooth_image, unit_variance_params
 
 CLASSES = ["bird", "cat", "dog"]
 SIZES = [(97, 143), (143, 97), (120, 161), (161, 120), (101, 101), (88, 150), (150, 88),
@@ -26,32 +27,10 @@ MODELS = {
 FEW_PROPOSALS = {"rpn_pre_nms_top_n_test": 200, "rpn_post_nms_top_n_test": 20}
 """Faster R-CNN: few proposals per image keep the ROI heads (most of the time) small."""
 CLASS_LOGIT_SCALE = 8.0
-"""Class-score weights this much larger than unit variance: scores spread over (0, 1)."""
-
-
-def spread_params(model, seed=0):
-    """Random parameters that keep activations near unit variance (He-normal weights, batch
-    norms near identity, small random biases) with class scores spread, so that detections
-    are not near-ties that float rounding may reorder."""
-    arg_shapes, aux_shapes = model.param_shapes()
-    rng = np.random.RandomState(seed)
-
-    def draw(name, shape):
-        if name.endswith("weight") and len(shape) >= 2:
-            scale = CLASS_LOGIT_SCALE if "cls" in name else 1.0
-            return scale * rng.randn(*shape) * np.sqrt(1.0 / np.prod(shape[1:]))
-        if name.endswith(("gamma", "moving_var")):
-            return 1.0 + 0.1 * np.abs(rng.randn(*shape))
-        return 0.1 * rng.randn(*shape)
-    return tuple({name: mx.nd.array(draw(name, shape).astype(np.float32))
-                  for name, shape in sorted(shapes.items())}
-                 for shapes in (arg_shapes, aux_shapes))
-
-
-def smooth_image(height, width, seed):
-    rng = np.random.RandomState(seed)
-    small = rng.randint(0, 256, (max(2, height // 12), max(2, width // 12), 3), dtype=np.uint8)
-    return cv2.resize(small, (width, height), interpolation=cv2.INTER_CUBIC)
+"""Class-score weights this much larger than unit variance: scores spread over (0, 1), so that
+detections are not near-ties that float rounding may reorder."""
+BLOCK = 12
+"""The images' random blocks (pixels), enlarged smoothly (bicubic)."""
 
 
 @pytest.fixture(scope="module")
@@ -63,7 +42,7 @@ def voc(tmp_path_factory):
     ids = ["img%02d" % index for index in range(len(SIZES))]
     for index, (image_id, (height, width)) in enumerate(zip(ids, SIZES)):
         cv2.imwrite(os.path.join(root, "JPEGImages", image_id + ".jpg"),
-                    smooth_image(height, width, index))
+                    smooth_image(height, width, index, BLOCK, cv2.INTER_CUBIC))
         box = (width // 4, height // 4, width // 2, height // 2)
         with open(os.path.join(root, "Annotations", image_id + ".xml"), "w") as handle:
             handle.write(annotation_xml(image_id + ".jpg", width, height,
@@ -89,7 +68,8 @@ def test_detection_and_evaluation_agree_at_every_batch_size(architecture, voc):
     if architecture != "ssd":
         overrides = dict(overrides, **FEW_PROPOSALS)
     model = zoo.get_model(name, num_classes=len(CLASSES), class_names=CLASSES, **overrides)
-    model.arg_params, model.aux_params = spread_params(model)
+    model.arg_params, model.aux_params = unit_variance_params(
+        model, 0, class_scale=CLASS_LOGIT_SCALE, damp_residuals=False)
     dataset = VOCDataset(voc, "val")
     paths = [os.path.join(voc, "JPEGImages", "img%02d.jpg" % i) for i in range(len(SIZES))]
     detector = zoo.Detector.from_model(model)
@@ -97,8 +77,7 @@ def test_detection_and_evaluation_agree_at_every_batch_size(architecture, voc):
     for batch_size in BATCH_SIZES:
         found = detector(paths, score_threshold=0.0, max_detections=10000,
                          batch_size=batch_size)
-        evaluated = predict(model, model.arg_params, model.aux_params, dataset,
-                            batch_size=batch_size, progress=False)
+        evaluated = dataset_rows(detector, dataset, batch_size, progress=False)
         assert len(found) == len(evaluated) == len(SIZES)
         for image, (height, width), ours, rows in zip(paths, SIZES, found, evaluated):
             rows = rows.copy()

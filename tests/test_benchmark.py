@@ -1,4 +1,4 @@
-"""FLOP counting, the inference benchmark (zoo.bench.inference) on tiny cases, the memory
+"""FLOP counting, the inference benchmark (zoo_bench.inference) on tiny cases, the memory
 benchmark's options (its run: tests/test_memory_saving.py) and a smoke test of each command."""
 import dataclasses
 import os
@@ -12,13 +12,13 @@ import zoo
 import zoo.cli
 from zoo import artifact
 from zoo.errors import OptionsError
-from zoo.bench.flops import count_flops
-from zoo.bench import inference as benchmark_job
-from zoo.bench.inference import (BenchmarkOptions, Measurement, SpeedRatio, Subject, benchmark,
+from zoo_bench.flops import count_flops
+from zoo_bench import inference as benchmark_job
+from zoo_bench.inference import (BenchmarkOptions, Measurement, SpeedRatio, Subject, benchmark,
                                 checkpoint_subject, int8_matmul_peak_gops, naive_int8,
                                 ratio_table, speed_ratios)
-from zoo.bench.memory import MemoryBenchmarkOptions
-from zoo.bench.profile import (PARTS, Node, format_profile, graph_nodes, node_parts, part_gflops,
+from zoo_bench.memory import MemoryBenchmarkOptions
+from zoo_bench.profile import (PARTS, Node, format_profile, graph_nodes, node_parts, part_gflops,
                              profile_graph)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

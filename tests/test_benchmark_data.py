@@ -1,4 +1,4 @@
-"""The data pipeline benchmark (zoo.bench.data) on a tiny case: both sides run, the
+"""The data pipeline benchmark (zoo_bench.data) on a tiny case: both sides run, the
 output is sane, the same images; a smoke test of ``zoo benchmark-data``."""
 import re
 import subprocess
@@ -10,7 +10,7 @@ import pytest
 import zoo.cli
 from zoo.data import VOCDataset, embedded
 from zoo.errors import OptionsError
-from zoo.bench.data import (Cycled, DataBenchmarkOptions, GluonCVImageFiles,
+from zoo_bench.data import (Cycled, DataBenchmarkOptions, GluonCVImageFiles,
                                      benchmark_data)
 
 

@@ -1,16 +1,21 @@
-"""The training benchmark (zoo.bench.train) on tiny cases: our Trainer and GluonCV's
+"""The training benchmark (zoo_bench.train) on tiny cases: our Trainer and GluonCV's
 recipe both train, rounds alternate, parts are timed and the printed figures are the
 measured ones; ``zoo benchmark-train`` runs and refuses what it cannot compare."""
 import re
 
 import pytest
 
+import zoo
 import zoo.cli
+from zoo_bench.flops import flops_by_layer
+from zoo_bench.train_kernels import BF16, FP32
+from zoo.engine.precision import bf16_layers, bf16_training_symbol, bf16_unavailable
 from zoo.errors import OptionsError
-from zoo.bench import train as job
-from zoo.bench.train import PARTS, TARGETS, TrainBenchmarkOptions, benchmark_train
+from zoo_bench import train as job
+from zoo_bench.train import PARTS, TARGETS, TrainBenchmarkOptions, benchmark_train
 
 TIMED_PARTS = ("data", "forward", "backward", "update", "metrics")
+NO_BF16 = bf16_unavailable()
 
 
 def tiny(tmp_path, **options):
@@ -24,7 +29,8 @@ def test_ours_and_gluoncv_recipe_train_round_for_round(tmp_path, monkeypatch):
     # A small stand-in pair (not the same network: the report must say so).
     monkeypatch.setitem(job.GLUONCV_RECIPES, "ssd_mobilenetv2", "ssd_512_mobilenet1.0_voc")
     lines = []
-    result = benchmark_train(tiny(tmp_path), log=lines.append)
+    result = benchmark_train(tiny(tmp_path, dtypes=("fp32",), peak_probes=0),
+                             log=lines.append)
     for side in (result.ours, result.gluoncv):
         # the warm-up round is left out; each kept round is one epoch of a step of 2 images
         assert [(r.samples, r.steps) for r in side.rounds] == [(2, 1), (2, 1)]
@@ -54,9 +60,9 @@ def test_command_times_ours_alone(tmp_path, capsys):
                          "192", "--batch-size", "1", "--steps", "1", "--rounds", "1",
                          "--warmup-rounds", "0", "--data-threads", "1", "--image-size", "64",
                          "--num-images", "2", "--data-root", str(tmp_path / "shapes"),
-                         "--compare", "none"]) == 0
+                         "--compare", "none", "--dtypes", "fp32", "--peak-probes", "0"]) == 0
     out = capsys.readouterr().out
-    assert re.search(r"^ours: zoo Trainer, ssd_mobilenetv2 +[\d.]+ samples/s", out, re.M)
+    assert re.search(r"^ours: zoo Trainer, ssd_mobilenetv2, fp32 +[\d.]+ samples/s", out, re.M)
     assert "gluoncv" not in out and re.search(r"^step +[\d.]+$", out, re.M)
 
 
@@ -67,22 +73,65 @@ def test_command_refuses_a_network_without_a_gluoncv_recipe(capsys):
         "knows %s\n" % ", ".join(job.GLUONCV_RECIPES))
 
 
+@pytest.mark.skipif(NO_BF16 is not None, reason="no native bf16: %s" % NO_BF16)
+def test_bf16_runs_beside_fp32_and_each_step_is_split_by_precision(tmp_path):
+    lines = []
+    result = benchmark_train(tiny(tmp_path, network="ssd_mobilenetv2_stride8", data_shape=128,
+                                  batch_size=1, rounds=1, warmup_rounds=0, compare=None,
+                                  peak_probes=1, peak_seconds=0.05), log=lines.append)
+    text = "\n".join(lines)
+    fp32, bf16 = result.ours_by_dtype["fp32"], result.ours_by_dtype["bf16"]
+    assert result.ours is fp32 and "ours in fp32, then bf16 (auto: this CPU has" in lines[1]
+    assert bf16.label.endswith(", bf16") and len(bf16.rounds) == 1
+    printed = float(re.search(r"^ours bf16 / ours fp32: ([\d.]+)x samples/s", text, re.M)
+                    .group(1))
+    assert printed == pytest.approx(bf16.samples_per_s / fp32.samples_per_s, abs=0.006)
+    for side in (fp32, bf16):
+        kernels = side.kernels
+        graph = sum(kernels.ms_per_step.values())
+        # the operators of the monitored round add up to its forward and backward
+        assert 0.5 * graph < kernels.parts_ms_per_step["forward"] + kernels.parts_ms_per_step[
+            "backward"] < 1.5 * graph
+        assert graph + kernels.parts_ms_per_step["update"] < kernels.step_ms
+        assert kernels.ms_per_step["losses"] > 0 and kernels.ms_per_step["targets"] > 0
+    assert fp32.kernels.ms_per_step[BF16] == 0 == fp32.kernels.ms_per_step["casts"]
+    assert bf16.kernels.ms_per_step[BF16] > 0 and bf16.kernels.ms_per_step["casts"] > 0
+    # the bf16 side's weighted layers are those the converted graph runs in bf16
+    model = zoo.get_model("ssd_mobilenetv2_stride8", data_shape=128)
+    shapes = model.train_input_shapes(1, 1)
+    converted = bf16_layers(bf16_training_symbol(model.train_symbol(), shapes), shapes)
+    weighted = set(flops_by_layer(model.train_symbol(), **shapes))
+    assert bf16.kernels.layers[BF16] == len(weighted & set(converted))
+    assert bf16.kernels.layers[BF16] + bf16.kernels.layers[FP32] == len(weighted)
+    peaks = re.search(r"^matmul peaks on this machine \(best of 1 probes each\): bf16 "
+                      r"([\d.]+) GFLOP/s, fp32 ([\d.]+) GFLOP/s$", text, re.M)
+    rate = re.search(r"^ours bf16: %d bf16 layers, [\d.]+ GFLOPs a step \(3x the forward's "
+                     r"multiply-adds\) in [\d.]+ ms: ([\d.]+) GFLOP/s, ([\d.]+)%% of the bf16 "
+                     r"peak$" % bf16.kernels.layers[BF16], text, re.M)
+    assert float(rate.group(2)) == pytest.approx(
+        100 * float(rate.group(1)) / float(peaks.group(1)), abs=0.1)
+    assert re.search(r"^bf16 layers +0\.0 \( 0\.0%\) +[\d.]+ \( *[\d.]+%\)$", text, re.M)
+
+
 def test_options_are_checked():
     with pytest.raises(OptionsError, match="steps must be >= 1, got 0"):
         TrainBenchmarkOptions(steps=0)
     with pytest.raises(OptionsError, match="warmup_rounds must be >= 0, got -1"):
         TrainBenchmarkOptions(warmup_rounds=-1)
+    with pytest.raises(OptionsError, match="peak_seconds must be > 0, got 0"):
+        TrainBenchmarkOptions(peak_seconds=0)
     with pytest.raises(OptionsError, match="unknown network 'nope'"):
         TrainBenchmarkOptions(network="nope")
     with pytest.raises(OptionsError, match=r"freeze '\[' is not a regular expression"):
         TrainBenchmarkOptions(freeze="[")
+    with pytest.raises(OptionsError, match=r"--dtypes 'fp16': one of fp32, bf16, auto"):
+        TrainBenchmarkOptions(dtypes=("fp32", "fp16"))
 
 
 def test_command_refuses_a_broken_freeze_pattern(capsys):
-    with pytest.raises(SystemExit) as exit_:
-        zoo.cli.main(["benchmark-train", "--freeze", "["])
-    assert exit_.value.code == 2
-    assert "argument --freeze: must be a regular expression" in capsys.readouterr().err
+    assert zoo.cli.main(["benchmark-train", "--freeze", "["]) == 1
+    assert capsys.readouterr().err.startswith(
+        "zoo benchmark-train: error: freeze '[' is not a regular expression: ")
 
 
 @pytest.mark.slow
@@ -94,13 +143,20 @@ def test_fpn_against_gluoncv_faster_rcnn_recipe(tmp_path):
     result = benchmark_train(tiny(
         tmp_path, network="faster_rcnn_fpn_resnet50_gluoncv_coco", data_shape=160,
         max_size=160, batch_size=1, rounds=1, warmup_rounds=0,
-        freeze=r"^(conv1_|stage1_)|_bn_(gamma|beta)$"), log=lines.append)
-    for side in (result.ours, result.gluoncv):
-        assert [(r.samples, r.steps) for r in side.rounds] == [(1, 1)]
+        freeze=r"^(conv1_|stage1_)|_bn_(gamma|beta)$", peak_probes=0), log=lines.append)
+    ours = list(result.ours_by_dtype.values())  # fp32, and bf16 where the CPU has it
+    # GluonCV's recipe ran a round beside each of ours
+    assert [(r.samples, r.steps) for r in result.gluoncv.rounds] == [(1, 1)] * len(ours)
+    for side in ours + [result.gluoncv]:
+        assert [(r.samples, r.steps) for r in side.rounds[:1]] == [(1, 1)]
         assert all(side.part_seconds(part) > 0 for part in TIMED_PARTS), side.rounds
-    # our Python target operators ran inside forward, and were timed there
-    assert 0 < result.ours.part_seconds(TARGETS) < result.ours.part_seconds("forward")
+    for side in ours:
+        # our Python target operators ran inside forward, and were timed there
+        assert 0 < side.part_seconds(TARGETS) < side.part_seconds("forward")
+        assert side.kernels.ms_per_step["targets"] > 0
     assert result.gluoncv.part_seconds(TARGETS) == 0
-    ours, theirs = result.ours.trainable_params, result.gluoncv.trainable_params
-    assert abs(ours - theirs) < 1e-3 * theirs
-    assert any(line.startswith("ours / gluoncv: ") for line in lines)
+    trained, theirs = result.ours.trainable_params, result.gluoncv.trainable_params
+    assert abs(trained - theirs) < 1e-3 * theirs
+    names = ["ours"] if len(ours) == 1 else ["ours fp32", "ours bf16"]
+    for name in names:
+        assert any(line.startswith("%s / gluoncv: " % name) for line in lines)

@@ -1,7 +1,9 @@
 """The ``zoo`` command line: every command's --help, --version, flags refused while parsing,
 one-line user errors, the tools/ shells, and train -> eval -> demo -> quantize -> export run
 through ``python -m zoo`` from another folder."""
+import argparse
 import ast
+import dataclasses
 import json
 import os
 import re
@@ -14,7 +16,7 @@ import yaml
 
 import zoo
 from zoo import artifact
-from zoo.cli import COMMANDS, build_parser, main
+from zoo.cli import COMMANDS, build_parser, command_module, main
 from zoo.data import embedded
 from zoo.architectures import ssd
 from zoo.jobs.quickstart import python_line
@@ -73,6 +75,56 @@ def test_help_shows_true_defaults(capsys):
     assert "--train-set" not in text  # the old name still parses, unlisted
 
 
+WITHOUT_OPTIONS = {"check", "convert", "plot-log"}
+"""Commands whose job takes no options dataclass: their flags have nothing to follow."""
+
+
+def options_class(name):
+    """The options dataclass command ``name``'s module builds its job from."""
+    found = {value for value in vars(command_module(name)).values()
+             if isinstance(value, type) and dataclasses.is_dataclass(value)
+             and value.__name__.endswith("Options")}
+    assert len(found) == 1, (name, found)
+    return found.pop()
+
+
+def changed(value):
+    """A value of ``value``'s kind unlike it (None: a string)."""
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, (int, float)):
+        return value + 7
+    if isinstance(value, tuple):
+        return value + ("changed",)
+    return (value or "") + "-changed"
+
+
+@pytest.mark.parametrize("name", sorted(set(COMMANDS) - WITHOUT_OPTIONS - {
+    name for name in COMMANDS if name.startswith("benchmark")}))
+def test_flag_defaults_are_the_options_defaults(name, monkeypatch):
+    """Every flag of a field of the command's options dataclass takes its default from that
+    field: with the field's default changed, the flag's follows. A switch's default is the
+    field's (its action fixes which way it turns)."""
+    options = options_class(name)
+    fields = {field.name: field for field in dataclasses.fields(options)}
+    defaults = {}
+    for field in fields.values():
+        if field.default_factory is not dataclasses.MISSING:
+            defaults[field.name] = field.default_factory()
+        elif field.default is not dataclasses.MISSING:
+            defaults[field.name] = changed(field.default)
+            monkeypatch.setattr(options, field.name, defaults[field.name])
+    actions = [action for action in command_parser(name)._actions
+               if action.dest in defaults and action.default != argparse.SUPPRESS]
+    assert actions
+    for action in actions:
+        expected = defaults[action.dest]
+        if isinstance(action.const, bool) and not action.nargs:
+            expected = fields[action.dest].default
+        default = tuple(action.default) if isinstance(action.default, list) else action.default
+        assert default == expected, (action.option_strings, action.default, expected)
+
+
 def test_version_and_the_command_table(capsys):
     with pytest.raises(SystemExit) as exit_:
         main(["--version"])
@@ -84,7 +136,7 @@ def test_version_and_the_command_table(capsys):
 
 
 BAD_FLAGS = [("--batch-size", "0"), ("--lr", "nan"), ("--lr", "inf"), ("--lr-steps", "abc"),
-             ("--val-interval", "0"), ("--data-threads", "-1"), ("--freeze", "["),
+             ("--val-interval", "0"), ("--data-threads", "-1"),
              ("--epochs", "0"), ("--momentum", "1.5"), ("--ctx", "gpu"), ("--network", "nope")]
 
 
@@ -154,7 +206,7 @@ def test_train_eval_demo_quantize_export_from_other_folders(shapes192, tmp_path,
     assert artifact.epochs(str(work / "run" / "tiny")) == [1]
     # It starts by saying what it trains, and ends naming the artifact and how to use it.
     assert re.search(r"training tiny: 8 images of voc:%s/train, 4 classes \(%s\), [\d,]+ "
-                     r"parameters, batch 4, 1 epochs, output run/tiny$" % (
+                     r"parameters, batch 4, 1 epochs, fp32, output run/tiny$" % (
                          re.escape(shapes192), ", ".join(embedded.CLASSES)),
                      done.stderr, re.MULTILINE), done.stderr[-2000:]
     footer = done.stdout.strip().splitlines()[-1]

@@ -12,9 +12,10 @@ from pycocotools.coco import COCO
 from pycocotools.cocoeval import COCOeval
 
 import zoo
-from zoo import artifact
 from zoo.cli import main as zoo_main
 from zoo.errors import OptionsError
+
+from factories import spread_ssd_artifact
 
 CATEGORIES = [(17, "mango"), (1, "zebra"), (5, "apple")]  # listed out of order on purpose
 CLASS_NAMES = ["zebra", "apple", "mango"]                 # by category id: 1, 5, 17
@@ -24,17 +25,10 @@ IMAGES = [(987654321, "a.jpg", 97, 130), (52, "sub/b.jpg", 160, 75),
 
 @pytest.fixture(scope="module")
 def detector_prefix(tmp_path_factory):
-    """An SSD artifact of the dataset's three classes, random weights spread out so that
-    scores differ."""
-    model = zoo.get_model("ssd_mobilenetv2_stride8", data_shape=128, num_classes=3,
-                          class_names=CLASS_NAMES)
-    arg_params, aux_params = model.init_params(seed=3)
-    for name in arg_params:
-        if "_cls_" in name:
-            arg_params[name] *= 20
-    prefix = str(tmp_path_factory.mktemp("coco_ids") / "ssd")
-    artifact.save(prefix, 0, model, arg_params, aux_params)
-    return prefix
+    """An SSD artifact of the dataset's three classes whose scores spread, so that they
+    differ."""
+    return spread_ssd_artifact(str(tmp_path_factory.mktemp("coco_ids") / "ssd"), CLASS_NAMES,
+                               seed=3)
 
 
 def write_photos(folder):

@@ -8,16 +8,7 @@ import pytest
 from zoo.data import VOCDataset, embedded
 from zoo.errors import DataError
 
-
-def tree_bytes(root):
-    """Every file under ``root`` (relative path -> bytes)."""
-    files = {}
-    for folder, _, names in os.walk(root):
-        for name in names:
-            path = os.path.join(folder, name)
-            with open(path, "rb") as stream:
-                files[os.path.relpath(path, root)] = stream.read()
-    return files
+from factories import tree_bytes
 
 
 def test_same_seed_writes_identical_bytes(tmp_path):

@@ -12,7 +12,7 @@ import zoo
 from zoo import artifact
 from zoo.cli import main
 
-from conftest import DETECT_CLASSES as CLASSES, smooth_image
+from factories import DETECT_CLASSES as CLASSES, smooth_image
 
 THRESHOLD = 0.3
 SIZES = {"wide.jpg": (97, 143), "tall.png": (131, 77), os.path.join("sub", "small.jpg"): (60, 61)}

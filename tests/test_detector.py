@@ -15,13 +15,14 @@ from zoo import artifact
 from zoo.data import VOCDataset, inference_transform
 from zoo.predictor import Predictor, mkldnn_available
 from zoo.inference.detector import Detections, Detector, write_coco_results
-from zoo.bench.detector import (CachedRows, DetectorBenchmarkOptions, added_cpu_seconds,
+from zoo_bench.detector import (CachedRows, DetectorBenchmarkOptions, added_cpu_seconds,
                                 benchmark_detector, report, without_inference)
-from zoo.inference.evaluation import predict
+from zoo.inference.evaluation import dataset_rows
 from zoo.inference.quantization import calibration_iter, int8_layers, quantize
 from zoo.inference.runner import BatchRunner
 from zoo.inference.visualize import draw, draw_detections
-from conftest import random_image, runner_inputs
+from conftest import runner_inputs
+from factories import random_image
 
 NAMES = ["circle", "square", "triangle"]
 ALL = dict(score_threshold=0.0, max_detections=10000)
@@ -298,8 +299,8 @@ def test_the_cpu_added_to_inference_leaves_the_graph_out(ssd, tmp_path):
 def test_evaluation_detection_and_calibration_go_through_the_one_batch_runner(ssd, shapes,
                                                                                monkeypatch):
     """One runner prepares and runs every batch: the Detector's images, an evaluation's and a
-    calibration's dataset; evaluation runs the Detector's graph by default and finds the
-    same boxes on the same files."""
+    calibration's dataset; a Detector finds the same boxes on a dataset's images as on their
+    files."""
     sources = []
     batches = BatchRunner.batches
 
@@ -311,7 +312,7 @@ def test_evaluation_detection_and_calibration_go_through_the_one_batch_runner(ss
     dataset = VOCDataset(shapes, "val")
     paths = [dataset.image_path(index) for index in range(len(dataset))]
     found = Detector.from_model(ssd)(paths, batch_size=3, **ALL)
-    rows = predict(ssd, ssd.arg_params, ssd.aux_params, dataset, batch_size=2, progress=False)
+    rows = dataset_rows(Detector.from_model(ssd), dataset, batch_size=2, progress=False)
     calibration_iter(ssd, dataset, batch_size=2, num_batches=1)
     assert sources == ["ImageList", "DatasetImages", "DatasetImages"]
     for detections, image_rows, record in zip(found, rows, dataset.records):

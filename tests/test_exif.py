@@ -10,7 +10,6 @@ import pytest
 from PIL import Image, ImageOps
 
 import zoo
-from zoo import artifact
 from zoo.cli import main as zoo_main
 from zoo.data import COCODataset, VOCDataset
 from zoo.data.orientation import exif_orientation, file_orientation, orient
@@ -64,61 +63,45 @@ def test_orientation_is_read_from_the_header_without_decoding(tmp_path, monkeypa
     assert [file_orientation(other) for other in others] == [5, 5, 5]
 
 
-@pytest.fixture(scope="module")
-def prefix(tmp_path_factory):
-    """An SSD artifact whose random weights are spread so that scores differ."""
-    model = zoo.get_model("ssd_mobilenetv2_stride8", data_shape=128, num_classes=3)
-    arg_params, aux_params = model.init_params(seed=1)
-    for name in arg_params:
-        if "_cls_" in name:
-            arg_params[name] *= 20
-    path = str(tmp_path_factory.mktemp("exif") / "ssd")
-    artifact.save(path, 0, model, arg_params, aux_params)
-    return path
-
-
 def as_rows(found):
     return np.column_stack([found.labels, found.scores, found.boxes])
 
 
 @pytest.mark.parametrize("orientation", [3, 6, 8])
-def test_detector_boxes_are_in_the_displayed_frame(prefix, tmp_path, orientation):
+def test_detector_boxes_are_in_the_displayed_frame(detect_prefix, tmp_path, orientation):
     path = str(tmp_path / "photo.jpg")
     stored = photo(path, orientation)
     displayed = orient(stored, orientation)
     options = dict(score_threshold=0.0, max_detections=20)
-    found = zoo.load_detector(prefix)(path, **options)
+    detector = zoo.load_detector(detect_prefix)
+    found = detector(path, **options)
     assert found.frame == "displayed"
-    np.testing.assert_allclose(as_rows(found), as_rows(zoo.load_detector(prefix)(displayed,
-                                                                                 **options)),
-                               atol=2e-3)
-    kept = zoo.load_detector(prefix, exif="ignore")(path, **options)
+    np.testing.assert_allclose(as_rows(found), as_rows(detector(displayed, **options)), atol=2e-3)
+    kept = zoo.load_detector(detect_prefix, exif="ignore")(path, **options)
     assert kept.frame == "stored"
-    np.testing.assert_allclose(as_rows(kept), as_rows(zoo.load_detector(prefix)(stored,
-                                                                               **options)),
-                               atol=2e-3)
+    np.testing.assert_allclose(as_rows(kept), as_rows(detector(stored, **options)), atol=2e-3)
     assert not np.allclose(found.boxes, kept.boxes, atol=1)
     height, width = displayed.shape[:2]
     assert found.boxes[:, [0, 2]].max() <= width and found.boxes[:, [1, 3]].max() <= height
 
 
-def test_an_unknown_exif_choice_is_refused(prefix):
+def test_an_unknown_exif_choice_is_refused(detect_prefix):
     with pytest.raises(ValueError, match="exif='rotate': expected one of apply, ignore"):
-        zoo.load_detector(prefix, exif="rotate")
+        zoo.load_detector(detect_prefix, exif="rotate")
 
 
-def test_demo_draws_in_the_displayed_frame_unless_told(prefix, tmp_path, capsys):
+def test_demo_draws_in_the_displayed_frame_unless_told(detect_prefix, tmp_path, capsys):
     path = str(tmp_path / "phone.jpg")
     photo(path, 6)
     for flags, size, frame in (([], (64, 128), "displayed"),
                                (["--exif", "ignore"], (128, 64), "stored")):
         output = str(tmp_path / ("out-%s.png" % frame))
-        assert zoo_main(["demo", "--checkpoint", prefix, "--image", path, "--output", output,
-                         "--threshold", "0"] + flags) == 0
+        assert zoo_main(["demo", "--checkpoint", detect_prefix, "--image", path, "--output",
+                         output, "--threshold", "0"] + flags) == 0
         assert "boxes in the %s frame" % frame in capsys.readouterr().out
         assert Image.open(output).size == size
     with pytest.raises(SystemExit) as exit_:
-        zoo_main(["demo", "--checkpoint", prefix, "--image", path, "--exif", "turn"])
+        zoo_main(["demo", "--checkpoint", detect_prefix, "--image", path, "--exif", "turn"])
     assert exit_.value.code == 2
 
 

@@ -24,20 +24,10 @@ from zoo.engine.health import batchnorm
 from zoo.engine.health.reference import swapped_classes
 from zoo.errors import HealthWarning
 
+from factories import tiny_ssd_yaml
+
 SQUARE, BAR = 44, 9
 """The COCO category ids of the two classes (the zoo orders classes by id: bar, square)."""
-TINY = """base: ssd_mobilenetv2_stride8
-data_shape: 64
-from_layers: [c3, ""]
-num_filters: [-1, 64]
-strides: [-1, 2]
-pads: [-1, 1]
-normalizations: [-1, -1]
-sizes: [[0.2, 0.3], [0.5, 0.7]]
-ratios: [[1, 2, 0.5], [1, 2, 0.5]]
-steps: null
-shapes: {}
-"""
 
 
 def write_coco(root, split, count, seed, swapped=False):
@@ -74,7 +64,7 @@ def data(tmp_path_factory):
     write_coco(root, "train", 16, seed=2)
     write_coco(root, "val", 20, seed=3)
     with open(os.path.join(root, "tiny.yaml"), "w") as stream:
-        stream.write(TINY)
+        stream.write(tiny_ssd_yaml())
     return root
 
 
@@ -206,7 +196,7 @@ def test_running_statistics_left_at_their_initial_values_warn_naming_the_layer(
                            "--train-split", "swapped", "--batch-size", "2", network=False)
     assert status == 0
     (message,) = caught
-    assert message.startswith("batchnorm: the same 2 training batches score ")
+    assert message.startswith("batchnorm: the same training batch scores ")
     assert "worse in eval mode (running statistics) than in train mode (batch statistics)" \
         in message
     with open(str(tmp_path / "reset" / "tiny-batchnorm.csv"), newline="") as stream:
@@ -215,6 +205,21 @@ def test_running_statistics_left_at_their_initial_values_warn_naming_the_layer(
     assert "worst layer %s, whose running statistics are %.2fx off" % (
         worst["layer"], float(worst["factor"])) in message
     assert float(worst["factor"]) >= 5
+
+
+@pytest.mark.parametrize("budget, epochs", [(1e9, [1, 2, 3]), (0.0, [1, 3])])
+def test_the_batchnorm_check_keeps_within_its_share_of_the_run_and_always_checks_the_last(
+        data, source, tmp_path, monkeypatch, budget, epochs):
+    """Within its budget it runs at each validation; past it, it skips them, but not the last
+    epoch's, whose statistics the artifact keeps."""
+    prefix, _, _ = source
+    monkeypatch.setattr(batchnorm, "MIN_STEPS", 1)
+    monkeypatch.setattr(batchnorm, "BUDGET", budget)
+    status, caught = train(data, tmp_path, "--init-from", prefix, "--epochs", "3",
+                           "--val-split", "", "--lr", "0.001", network=False)
+    assert (status, caught) == (0, [])
+    with open(str(tmp_path / "tiny-batchnorm.csv"), newline="") as stream:
+        assert sorted({int(row["epoch"]) for row in csv.DictReader(stream)}) == epochs
 
 
 def test_freeze_bn_keeps_statistics_scale_and_shift_and_freeze_alone_says_so(

@@ -27,6 +27,8 @@ from zoo.errors import OptionsError
 from zoo.jobs.train import TrainOptions, make_trainer
 from zoo.distributed.launcher import LaunchOptions
 
+from factories import pushpull_loop
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LAUNCH = os.path.join(ROOT, "tools", "launch.py")
 NETWORK = "ssd_mobilenetv2_stride8"
@@ -334,25 +336,10 @@ def test_a_failing_worker_stops_the_others_and_is_named(tmp_path, capsys):
     assert not any(running(pid) for pid in started_pids(err))
 
 
-# Each worker keeps summing gradients through the servers until it is killed.
-PUSHPULL_LOOP = textwrap.dedent("""
-    import mxnet as mx
-    kv = mx.kv.create("dist_sync")
-    print("rank", kv.rank, flush=True)
-    kv.init("w", mx.nd.zeros((1000,)))
-    gradient = mx.nd.ones((1000,))
-    for step in range(10 ** 6):
-        kv.pushpull("w", gradient, out=gradient)
-        gradient.wait_to_read()
-        if step == 10:
-            print("summing", flush=True)
-""")
-
-
 def test_killed_worker_fails_the_launch_fast(tmp_path):
     launcher = subprocess.Popen([sys.executable, LAUNCH, "-n", "2", "--grace", "5",
                                  "--connect-timeout", "60", "--", sys.executable, "-c",
-                                 PUSHPULL_LOOP], cwd=ROOT,
+                                 pushpull_loop(zoo_worker=False)], cwd=ROOT,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                 start_new_session=True)
     try:

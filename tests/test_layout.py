@@ -1,5 +1,5 @@
-"""The layout: the symbol factories stand apart from the zoo, and the old import path of the
-factories still works."""
+"""The layout: the symbol factories stand apart from the zoo, the benchmarks above it, and the
+old import path of the factories still works."""
 import importlib
 import os
 import subprocess
@@ -20,6 +20,19 @@ def test_symbols_import_nothing_from_zoo():
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split("\n")[0] == "[]"
+
+
+def test_the_zoo_imports_nothing_of_the_benchmarks():
+    """Every module of the zoo imported: none loads the benchmarks' package, which is not
+    installed (the command line loads a benchmark command's module by name)."""
+    code = ("import importlib, pkgutil, sys, warnings; warnings.simplefilter('ignore'); "
+            "import zoo; names = [m.name for m in pkgutil.walk_packages(zoo.__path__, 'zoo.')]; "
+            "[importlib.import_module(name) for name in names]; print(len(names)); "
+            "print(sorted(m for m in sys.modules if m.partition('.')[0] == 'zoo_bench'))")
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    count, loaded = done.stdout.split("\n")[:2]
+    assert int(count) > 50 and loaded == "[]"
 
 
 def test_every_architecture_has_a_symbol_factory():

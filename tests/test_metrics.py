@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from gluoncv.utils.metrics.voc_detection import VOC07MApMetric, VOCMApMetric
 
-from zoo.metrics import COCO_STAT_NAMES, VOCMeanAP, coco_detections, coco_eval, coco_ground_truth
+from zoo.metrics import COCO_STAT_NAMES, VOCMeanAP, coco_detections, coco_ground_truth
 
 CLASS_NAMES = ["cat", "dog", "car", "bus", "kite", "boat"]
 # Classes with ground truth; "bus" (3) ground truth is always difficult, "kite" (4)
@@ -199,19 +199,30 @@ COCO_RECORDS = [
 ]
 
 
-def detections_from_records(records, shift=0.0, skip_difficult=False):
-    """COCO results repeating the ground truth, shifted right by ``shift`` times the width."""
-    results = []
-    for image_id, record in enumerate(records):
+def coco_dataset():
+    """A dataset of :data:`COCO_RECORDS` (continuous corners), as COCO scoring reads one."""
+    from zoo.data import DetectionDataset
+    records = [SimpleNamespace(**vars(record), path="img%d.jpg" % index, key=index)
+               for index, record in enumerate(COCO_RECORDS)]
+    return DetectionDataset(records, COCO_CLASSES)
+
+
+def rows_from_records(records, shift=0.0, skip_difficult=False):
+    """Each image's detection rows repeating its ground truth (corners normalised to the
+    image), shifted right by ``shift`` times the width, scores falling in listing order."""
+    detections, score = [], 0.9
+    for record in records:
+        rows = []
         for box, class_id, difficult in zip(record.boxes, record.class_ids, record.difficult):
             if class_id < 0 or (difficult and skip_difficult):
                 continue
             x1, y1, x2, y2 = box
             x1, x2 = x1 + shift * (x2 - x1), x2 + shift * (x2 - x1)
-            results.append({"image_id": image_id, "category_id": int(class_id) + 1,
-                            "bbox": [x1, y1, x2 - x1, y2 - y1],
-                            "score": 0.9 - 0.1 * len(results)})
-    return results
+            rows.append([class_id, score, x1 / record.width, y1 / record.height,
+                         x2 / record.width, y2 / record.height])
+            score -= 0.1
+        detections.append(np.array(rows, dtype=np.float64).reshape(-1, 6))
+    return detections
 
 
 def test_coco_ground_truth_from_records():
@@ -230,45 +241,45 @@ def test_coco_ground_truth_from_records():
 
 
 def test_coco_perfect_detections(tmp_path, capsys):
+    from zoo.inference.evaluation import coco_report
     results_json = tmp_path / "results.json"
-    stats = coco_eval(coco_ground_truth(COCO_RECORDS, COCO_CLASSES),
-                      detections_from_records(COCO_RECORDS), results_json=str(results_json))
+    stats, per_class = coco_report(coco_dataset(), rows_from_records(COCO_RECORDS),
+                                   results_json=str(results_json))
     assert list(stats) == list(COCO_STAT_NAMES)
     assert stats["AP"] == stats["AP50"] == stats["AP75"] == pytest.approx(1.0)
+    assert per_class == pytest.approx({"cat": 1.0, "dog": 1.0, "mAP": 1.0})
     assert capsys.readouterr().out == ""
     written = json.loads(results_json.read_text())
-    assert len(written) == 4 and set(written[0]) == {"image_id", "category_id", "bbox", "score"}
+    assert len(written) == 4 and set(written[0]) == {"image_id", "category_id", "bbox", "score",
+                                                     "file_name"}
+    assert {row["file_name"] for row in written} == {"img0.jpg", "img1.jpg"}
 
 
 def test_coco_shift_lowers_ap75_not_ap50():
+    from zoo.inference.evaluation import coco_report
     # A shift of a quarter of the width leaves IoU 0.75 / 1.25 = 0.6.
-    stats = coco_eval(coco_ground_truth(COCO_RECORDS, COCO_CLASSES),
-                      detections_from_records(COCO_RECORDS, shift=0.25))
+    stats, _ = coco_report(coco_dataset(), rows_from_records(COCO_RECORDS, shift=0.25))
     assert stats["AP50"] == pytest.approx(1.0)
     assert stats["AP75"] == pytest.approx(0.0)
     assert 0.0 < stats["AP"] < 0.5
 
 
-def test_coco_difficult_handling():
-    detections = detections_from_records(COCO_RECORDS)
-    detections[-1]["score"] = 1.0  # the detection on the difficult box ranks first
-    dropped = coco_ground_truth(COCO_RECORDS, COCO_CLASSES, difficult="drop")
-    assert coco_eval(dropped, detections)["AP"] < 1.0  # it is a false positive
-    crowd = coco_ground_truth(COCO_RECORDS, COCO_CLASSES)
-    assert coco_eval(crowd, detections)["AP"] == pytest.approx(1.0)  # it is ignored
-    kept = coco_ground_truth(COCO_RECORDS, COCO_CLASSES, difficult="keep")
-    assert coco_eval(kept, detections_from_records(COCO_RECORDS, skip_difficult=True))["AP"] < 1.0
-    assert coco_eval(crowd, detections_from_records(COCO_RECORDS, skip_difficult=True))["AP"] == \
-        pytest.approx(1.0)  # and not missed
+def test_coco_difficult_objects_count_as_crowd_regions():
+    from zoo.inference.evaluation import coco_report
+    dataset = coco_dataset()
+    detections = rows_from_records(COCO_RECORDS)
+    detections[-1][-1, 1] = 1.0  # the detection on the difficult box ranks first
+    assert coco_report(dataset, detections)[0]["AP"] == pytest.approx(1.0)  # it is ignored
+    missed = rows_from_records(COCO_RECORDS, skip_difficult=True)
+    assert coco_report(dataset, missed)[0]["AP"] == pytest.approx(1.0)  # and not missed
+    missed[0] = missed[0][:1]  # an ordinary object missed lowers AP
+    assert coco_report(dataset, missed)[0]["AP"] < 1.0
 
 
-def test_coco_from_json_file_and_no_detections(tmp_path):
-    path = tmp_path / "gt.json"
-    path.write_text(json.dumps(coco_ground_truth(COCO_RECORDS, COCO_CLASSES)))
-    assert coco_eval(str(path), [])["AP"] == 0.0
-    with pytest.raises(ValueError, match="not in the ground truth"):
-        coco_eval(str(path), [{"image_id": 99, "category_id": 1, "bbox": [0, 0, 1, 1],
-                               "score": 1.0}])
+def test_coco_of_no_detections_is_zero():
+    from zoo.inference.evaluation import coco_report
+    stats, per_class = coco_report(coco_dataset(), [np.zeros((0, 6))] * len(COCO_RECORDS))
+    assert stats["AP"] == 0.0 and per_class["mAP"] == 0.0
 
 
 def test_coco_detections_from_model_output():
@@ -443,7 +454,7 @@ def test_voc_dataset_is_scored_inclusive_and_equals_gluoncv(tiny_voc):
 
 def test_coco_dataset_is_scored_continuous(tiny_voc, tmp_path):
     from zoo.data import COCODataset, VOCDataset
-    from zoo.inference.evaluation import coco_scores, voc_scores
+    from zoo.inference.evaluation import coco_report, voc_scores
 
     voc = VOCDataset(tiny_voc, "val")
     path = tmp_path / "instances.json"
@@ -457,8 +468,8 @@ def test_coco_dataset_is_scored_continuous(tiny_voc, tmp_path):
     # The same rows on the same boxes: the conventions give different numbers...
     assert voc_scores(coco, detections)["voc07"]["mAP"] != \
         pytest.approx(voc_scores(voc, detections)["voc07"]["mAP"], abs=1e-3)
-    assert coco_scores(coco, detections)["AP"] != \
-        pytest.approx(coco_scores(voc, detections)["AP"], abs=1e-3)
+    assert coco_report(coco, detections)[0]["AP"] != \
+        pytest.approx(coco_report(voc, detections)[0]["AP"], abs=1e-3)
     # ...and the COCO dataset's VOC score is the offset-0 metric's.
     ours = VOCMeanAP(coco.class_names, pixel_offset=0)
     for record, rows in zip(coco.records, detections):
@@ -471,7 +482,7 @@ def test_coco_dataset_is_scored_continuous(tiny_voc, tmp_path):
 def test_inclusive_boxes_score_as_continuous_boxes_a_pixel_larger(tiny_voc):
     # Both metrics: an inclusive box x1..x2 covers the pixels of the continuous x1..x2+1.
     from zoo.data import VOCDataset
-    from zoo.inference.evaluation import coco_scores, voc_scores
+    from zoo.inference.evaluation import coco_report, voc_scores
 
     inclusive = VOCDataset(tiny_voc, "val")
     detections = near_detections(inclusive, seed=2)
@@ -481,19 +492,19 @@ def test_inclusive_boxes_score_as_continuous_boxes_a_pixel_larger(tiny_voc):
         np.testing.assert_allclose(list(values.values()),
                                    list(voc_scores(continuous, grown)[name].values()),
                                    rtol=0, atol=1e-9)
-    np.testing.assert_allclose(list(coco_scores(inclusive, detections).values()),
-                               list(coco_scores(continuous, grown).values()), rtol=0, atol=1e-9)
+    np.testing.assert_allclose(list(coco_report(inclusive, detections)[0].values()),
+                               list(coco_report(continuous, grown)[0].values()), rtol=0, atol=1e-9)
     ungrown = as_continuous(inclusive, one_pixel_more=0)
-    assert coco_scores(ungrown, detections)["AP"] != \
-        pytest.approx(coco_scores(inclusive, detections)["AP"], abs=1e-3)
+    assert coco_report(ungrown, detections)[0]["AP"] != \
+        pytest.approx(coco_report(inclusive, detections)[0]["AP"], abs=1e-3)
 
 
-def test_coco_scores_of_a_continuous_dataset_equal_pycocotools(tiny_voc):
+def test_coco_report_of_a_continuous_dataset_equal_pycocotools(tiny_voc):
     from pycocotools.coco import COCO
     from pycocotools.cocoeval import COCOeval
 
     from zoo.data import VOCDataset
-    from zoo.inference.evaluation import coco_scores
+    from zoo.inference.evaluation import coco_report
 
     dataset = as_continuous(VOCDataset(tiny_voc, "val"), one_pixel_more=0)
     detections = near_detections(dataset, seed=3, jitter=3)
@@ -517,7 +528,7 @@ def test_coco_scores_of_a_continuous_dataset_equal_pycocotools(tiny_voc):
     evaluator.evaluate()
     evaluator.accumulate()
     evaluator.summarize()
-    ours = coco_scores(dataset, detections)
+    ours = coco_report(dataset, detections)[0]
     assert 0.1 < ours["AP"] < 0.9
     np.testing.assert_allclose(list(ours.values()), evaluator.stats, rtol=0, atol=1e-9)
 

@@ -1,5 +1,5 @@
 """zoo launch -H across real network stacks: two test hosts in network namespaces
-(:mod:`zoo.distributed.testhosts`, the session's ``test_hosts`` fixture), each with its own address,
+(tests/testhosts.py, the session's ``test_hosts`` fixture), each with its own address,
 sshd and folder, reached by address over ssh. The scheduler runs here, on a machine with several
 interfaces (its own, the hosts' bridge and one no host can reach)."""
 import csv
@@ -16,9 +16,11 @@ import time
 import numpy as np
 import pytest
 
+import testhosts
 from zoo import artifact
-from zoo.distributed import testhosts
 from zoo.data import embedded
+
+from factories import pushpull_loop
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 README_BASE = "/tmp/zoo-testhosts"     # docs/distributed.md's test-host folder, the fixture's here
@@ -49,20 +51,6 @@ LINEAR = textwrap.dedent("""
         w -= 0.05 * grad
     if rank == 0:
         np.save(output, w.asnumpy())
-""")
-
-# Each worker keeps summing gradients through the servers until it is stopped.
-PUSHPULL_LOOP = textwrap.dedent("""
-    import mxnet as mx
-    from zoo.distributed.cluster import create_dist_kvstore
-    kv = create_dist_kvstore("dist_sync")
-    kv.init("w", mx.nd.zeros((1000,)))
-    gradient = mx.nd.ones((1000,))
-    for step in range(10 ** 6):
-        kv.pushpull("w", gradient, out=gradient)
-        gradient.wait_to_read()
-        if step == 10:
-            print("summing", flush=True)
 """)
 
 
@@ -210,7 +198,7 @@ def test_readme_two_host_training_survives_a_lost_host_and_resumes(test_hosts):
 
 
 def test_killed_host_processes_end_the_launch_naming_host_and_rank(test_hosts):
-    launch = zoo_launch(test_hosts, "-n", "2", "--", sys.executable, "-c", PUSHPULL_LOOP)
+    launch = zoo_launch(test_hosts, "-n", "2", "--", sys.executable, "-c", pushpull_loop())
     # Host 2 runs worker 1 only (server 0 is on host 1).
     address = test_hosts.address(2)
     try:
@@ -232,7 +220,7 @@ def test_killed_host_processes_end_the_launch_naming_host_and_rank(test_hosts):
 def test_unreachable_scheduler_fails_in_one_line_within_the_connect_timeout(test_hosts):
     start = time.monotonic()
     launch = zoo_launch(test_hosts, "-n", "2", "--scheduler-host", test_hosts.unreachable,
-                        "--connect-timeout", "2", "--", sys.executable, "-c", PUSHPULL_LOOP)
+                        "--connect-timeout", "2", "--", sys.executable, "-c", pushpull_loop())
     out, err = finish(launch, timeout=120)
     assert launch.returncode == 1 and time.monotonic() - start < 120
     errors = [line for line in err.splitlines() if "error" in line]

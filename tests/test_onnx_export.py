@@ -12,48 +12,15 @@ import pytest
 import zoo
 from zoo.predictor import Predictor
 from zoo.inference.detector import Detections
-from zoo.bench.inference import openvino_session
+from zoo_bench.inference import openvino_session
 from zoo.onnx import converters, parity
 from zoo.onnx.export import export_artifact, export_model
 
 from conftest import END_TO_END_MODELS
+from factories import unit_variance_params
 
 SMALL_FASTER_RCNN = {"data_shape": 128, "max_size": 224, "rpn_pre_nms_top_n_test": 1000,
                      "rpn_post_nms_top_n_test": 50}
-CLASS_LOGIT_SCALE = 4.0
-
-
-def residual_gammas(symbol):
-    """The scale parameters of the batch norms whose output is added to a residual sum."""
-    nodes = json.loads(symbol.tojson())["nodes"]
-    sums = [n for n in nodes if n["op"] in ("elemwise_add", "_Plus", "add_n")]
-    norms = [nodes[i[0]] for n in sums for i in n["inputs"]
-             if nodes[i[0]]["op"] == "BatchNorm"]
-    return {nodes[n["inputs"][1][0]]["name"] for n in norms}
-
-
-def unit_variance_params(model, seed):
-    """Random parameters that keep activations near unit variance through the network
-    (residual branches scaled down so that deep sums stay near it too). The zoo's training
-    initialisation leaves an untrained detector's scores within float rounding of each
-    other, so that any two runtimes may rank them differently."""
-    arg_shapes, aux_shapes = model.param_shapes()
-    damped = residual_gammas(model.symbol())
-    rng = np.random.RandomState(seed)
-
-    def draw(name, shape):
-        if name.endswith("weight") and len(shape) >= 2:
-            # class scores spread over (0, 1), not bunched where rounding ranks them
-            spread = CLASS_LOGIT_SCALE if "_cls" in name else 1.0
-            return spread * rng.randn(*shape) * np.sqrt(1.0 / np.prod(shape[1:]))
-        if name.endswith("gamma"):
-            return (0.3 if name in damped else 1.0) + 0.1 * np.abs(rng.randn(*shape))
-        if name.endswith("moving_var"):
-            return 1.0 + 0.1 * np.abs(rng.randn(*shape))
-        return 0.1 * rng.randn(*shape)
-    return tuple({name: mx.nd.array(draw(name, shape).astype(np.float32))
-                  for name, shape in sorted(shapes.items())}
-                 for shapes in (arg_shapes, aux_shapes))
 
 
 def session(path):

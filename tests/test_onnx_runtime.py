@@ -20,7 +20,8 @@ from onnx import TensorProto, helper
 import zoo
 from zoo.schema import preprocessing as image_preprocessing
 from zoo.onnx.runtime import OnnxDetector, OnnxModelError, load_onnx_detector
-from conftest import random_image, runner_inputs
+from conftest import runner_inputs
+from factories import random_image
 
 NAMES = ["circle", "square", "triangle"]
 ALL = dict(score_threshold=0.0, max_detections=10000)

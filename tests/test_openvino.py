@@ -2,7 +2,9 @@
 OpenVINO without MXNet; the file's contract; its errors; and the deployed runtimes in
 ``zoo benchmark --compare all``. The int8 accuracy test on a trained model is in
 test_tools.py (it shares that module's trained artifact)."""
+import json
 import os
+import re
 import subprocess
 import sys
 
@@ -14,17 +16,20 @@ import pytest
 import zoo
 from symbols.boxes import iou
 from zoo.cli import main as zoo_main
-from zoo.bench import inference as benchmark_job
-from zoo.bench.inference import BenchmarkOptions, benchmark
-from zoo.inference.runner import ImageList
+from zoo.data import embedded
+from zoo.errors import OptionsError
+from zoo_bench import inference as benchmark_job
+from zoo_bench.inference import BenchmarkOptions, benchmark
+from zoo.inference.runner import BatchDetector, BatchRunner, ImageList
 from zoo.onnx.export import export_model
 from zoo.onnx.int8 import fold_batch_norms, quantize_file, quantized_layers
 from zoo.onnx.openvino_runtime import OpenVinoDetector, layer_precisions, write_ir
 from zoo.onnx.runtime import OnnxDetector, OnnxModelError
 
 from conftest import END_TO_END_MODELS
-from test_onnx_export import small_model, unit_variance_params
-from test_onnx_runtime import NAMES, SHORT_SIDE, random_image, write_export
+from factories import random_image, unit_variance_params
+from test_onnx_export import small_model
+from test_onnx_runtime import NAMES, SHORT_SIDE, write_export
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 INT8 = {"u8", "i8"}
@@ -148,6 +153,51 @@ def toy_ir(tmp_path_factory):
     folder = tmp_path_factory.mktemp("toy")
     onnx_path = write_export(folder / "toy.onnx", SHORT_SIDE, "normalize", im_info=True)
     return write_ir(onnx_path, str(folder / "toy.xml"), {"dtype": "fp32"}), onnx_path
+
+
+@pytest.fixture(scope="module")
+def shapes_exports(tmp_path_factory):
+    """``{".onnx": path, ".xml": path}``: a toy export (see test_onnx_runtime.py) naming the
+    embedded dataset's classes, and its IR."""
+    folder = tmp_path_factory.mktemp("shapes_toy")
+    onnx_path = write_export(folder / "toy.onnx", SHORT_SIDE, metadata={
+        "zoo.class_names": json.dumps(list(embedded.CLASSES))})
+    return {".onnx": onnx_path,
+            ".xml": write_ir(onnx_path, str(folder / "toy.xml"), {"dtype": "fp32"})}
+
+
+DATA_THREADS = 5
+"""More than the default ever is (half the cores, at most 4)."""
+
+
+@pytest.mark.parametrize("kind", ["artifact", ".onnx", ".xml"])
+def test_data_threads_are_the_decoding_threads_of_every_checkpoint_kind(
+        kind, detect_prefix, shapes_exports, shapes, tmp_path, monkeypatch):
+    """``zoo eval --data-threads N`` decodes the images on N threads whatever runs the
+    checkpoint (MXNet, ONNX Runtime, OpenVINO), and ``zoo.open_detector`` takes them."""
+    checkpoint = detect_prefix if kind == "artifact" else shapes_exports[kind]
+    made = []
+    init = BatchRunner.__init__
+
+    def recorded(runner, *args, **kwargs):
+        init(runner, *args, **kwargs)
+        made.append(runner.workers)
+    monkeypatch.setattr(BatchRunner, "__init__", recorded)
+    assert zoo_main(["eval", "--checkpoint", checkpoint, "--data-root", shapes,
+                     "--data-threads", str(DATA_THREADS), "--no-progress",
+                     "--output", str(tmp_path / "eval.json")]) == 0
+    assert made == [DATA_THREADS]
+    detector = zoo.open_detector(checkpoint, data_threads=DATA_THREADS)
+    assert isinstance(detector, BatchDetector) and detector.runner.workers == DATA_THREADS
+    assert zoo.open_detector(checkpoint).runner.workers < DATA_THREADS
+
+
+@pytest.mark.parametrize("kind", [".onnx", ".xml"])
+def test_open_detector_refuses_an_epoch_of_a_deployed_file(kind, shapes_exports):
+    path = shapes_exports[kind]
+    with pytest.raises(OptionsError, match=r"^epoch 3: %s is a deployed file, of one epoch; "
+                                           r"give no epoch$" % re.escape(path)):
+        zoo.open_detector(path, 3)
 
 
 def test_the_ir_detects_what_onnx_runtime_detects(toy_ir):

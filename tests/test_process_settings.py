@@ -75,9 +75,10 @@ ENTRY_POINTS = {
     "command line": "import zoo.cli; zoo.cli.main(['check', 'configs/ssd_mobilenetv2.yaml'])",
     "zoo.get_model": "import zoo; zoo.get_model('ssd_mobilenetv2_stride8', data_shape=128)",
     "zoo.get_config": "import zoo; zoo.get_config('ssd_mobilenetv2')",
-    "zoo.load_detector": ("import zoo\n"  # as the README's first lines
+    "zoo.open_detector": ("import zoo\n"  # as the README's first lines
                           "from zoo.inference.visualize import draw, save_png\n"
-                          "zoo.load_detector(%(prefix)r)"),
+                          "zoo.open_detector(%(prefix)r)"),
+    "zoo.load_detector": "import zoo; zoo.load_detector(%(prefix)r)",
     "zoo.Detector": "from zoo import Detector",
     "training job": "from zoo.jobs.train import TrainOptions, train",
     "training loop": "from zoo.engine.trainer import Trainer",

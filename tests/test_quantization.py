@@ -315,7 +315,7 @@ def test_quantize_tool_writes_a_checkpoint_that_eval_demo_and_benchmark_take(tmp
 
 
 def test_calibration_benchmark_times_both_collectors_and_compares_thresholds():
-    from zoo.bench.calibration import (CalibrationBenchmarkOptions,
+    from zoo_bench.calibration import (CalibrationBenchmarkOptions,
                                                 benchmark_calibration)
 
     lines = []

@@ -49,7 +49,7 @@ def write_demo_files():
 
 def test_use_a_trained_detector_example_runs(tmp_path, monkeypatch):
     code = section_code(SECTION)
-    assert 'zoo.load_detector("%s")' % PREFIX in code and IMAGE in code
+    assert 'zoo.open_detector("%s")' % PREFIX in code and IMAGE in code
     monkeypatch.chdir(tmp_path)
     write_demo_files()
     namespace = {}
@@ -82,7 +82,7 @@ LOADED_NO_MXNET = ("\nassert not [name for name, module in sys.modules.items()\n
 def test_deploy_without_mxnet_example_runs_without_mxnet(tmp_path, monkeypatch):
     from zoo.onnx.export import export_artifact
     code = section_code(ONNX_SECTION, os.path.join("docs", "deployment.md"))
-    assert 'zoo.load_onnx_detector("%s")' % ONNX_PATH in code and IMAGE in code
+    assert 'zoo.open_detector("%s")' % ONNX_PATH in code and IMAGE in code
     monkeypatch.chdir(tmp_path)
     write_demo_files()
     export_artifact(artifact.load(PREFIX), ONNX_PATH)

@@ -339,8 +339,8 @@ def test_every_model_trains_and_evaluates(network, shapes192, tmp_path):
 
 def test_benchmark_names_what_the_fastest_deployment_gives_up_on_a_dataset(
         trained, shapes192, monkeypatch, tmp_path):
-    from zoo.bench import inference as benchmark_job
-    from zoo.bench.inference import BenchmarkOptions, benchmark
+    from zoo_bench import inference as benchmark_job
+    from zoo_bench.inference import BenchmarkOptions, benchmark
     monkeypatch.setattr(benchmark_job, "gluoncv_names", lambda network: ())
     monkeypatch.setattr(benchmark_job, "matmul_peak_gflops", lambda: 100.0)  # seconds each
     monkeypatch.setattr(benchmark_job, "int8_matmul_peak_gops", lambda: 400.0)

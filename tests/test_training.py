@@ -19,13 +19,13 @@ from zoo.engine.trainer import (OptimizerOptions, OutputFolderInUse, Trainer, Tr
                                 TrainingDiverged)
 from zoo.jobs.train import TrainOptions, make_trainer
 
+from factories import TINY_SSD
+
 CLASSES = ("square", "bar")
-SIDE = 64
-# A two-map SSD on MobileNetV2's stride-8 stage at 64 pixels: 150 k parameters, 20 ms a step.
-TINY = dict(num_classes=len(CLASSES), class_names=list(CLASSES), data_shape=SIDE,
-            from_layers=["c3", ""], num_filters=[-1, 64], strides=[-1, 2], pads=[-1, 1],
-            normalizations=[-1, -1], sizes=[[0.2, 0.3], [0.5, 0.7]], ratios=[[1, 2, 0.5]] * 2,
-            steps=None)
+TINY = dict(TINY_SSD, num_classes=len(CLASSES), class_names=list(CLASSES))
+"""The tiny SSD (:data:`factories.TINY_SSD`) of :data:`CLASSES`, as ``zoo.get_model``
+overrides."""
+SIDE = TINY["data_shape"]
 
 
 class InMemoryDataset(DetectionDataset):

@@ -1,6 +1,6 @@
 #!/usr/bin/env python
 """Run test hosts on this machine until Ctrl-C, for trying ``zoo launch -H`` by hand
-(root only; see zoo/testhosts.py for what they are):
+(root only; see tests/testhosts.py for what they are):
 
     sudo .venv/bin/python tools/testhosts.py 2 /tmp/zoo-testhosts
 
@@ -11,8 +11,10 @@ prints the host file and ssh configuration to give ``zoo launch``, then waits; C
 import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from zoo.distributed.testhosts import main  # noqa: E402
+# The test hosts are test code, not installed with the zoo: tests/ of this checkout.
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path[:0] = [ROOT, os.path.join(ROOT, "tests")]
+from testhosts import main  # noqa: E402
 
 if __name__ == "__main__":
     sys.exit(main())

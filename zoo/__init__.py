@@ -2,11 +2,12 @@
 
 ``import zoo`` loads no MXNet and leaves the process as it found it (its environment, its
 import hooks): its names and submodules are imported on first use (:func:`__getattr__`), so
-that an ONNX or OpenVINO deployment (:func:`load_onnx_detector`,
-:func:`load_openvino_detector`, or :func:`load_deployed_detector` for either) runs where
-MXNet is not installed. A name that runs MXNet (:data:`ON_MXNET`) chooses the settings the
-zoo runs fastest with on first use, where MXNet is not loaded yet
-(:func:`zoo.process.use_fast_settings`).
+that an ONNX or OpenVINO deployment (:func:`open_detector`, which opens any checkpoint,
+:func:`load_onnx_detector`, :func:`load_openvino_detector`, or :func:`load_deployed_detector`
+for either) runs where MXNet is not installed. A name that runs MXNet (:data:`ON_MXNET`)
+chooses the settings the zoo runs fastest with on first use, where MXNet is not loaded yet
+(:func:`zoo.process.use_fast_settings`); :func:`open_detector` does when it opens an
+artifact.
 """
 import importlib
 import importlib.util
@@ -23,7 +24,7 @@ LAZY = {
     "Detector": "inference.detector",
     "load_detector": "inference.detector",
     "load_onnx_detector": "onnx.runtime", "load_openvino_detector": "onnx.openvino_runtime",
-    "load_deployed_detector": "onnx.deployed",
+    "load_deployed_detector": "onnx.deployed", "open_detector": "checkpoint",
 }
 ON_MXNET = ("DetectionModel", "Detector", "build_model", "get_config", "get_model",
             "load_config", "load_detector")
@@ -33,7 +34,8 @@ against the graph): the settings are chosen before."""
 __all__ = ["ConfigError", "DataError", "DetectionModel", "Detections", "Detector",
            "PretrainedNotFound", "__version__", "build_model", "get_config", "get_model",
            "list_models", "load_config", "load_deployed_detector", "load_detector",
-           "load_onnx_detector", "load_openvino_detector", "write_coco_results"]
+           "load_onnx_detector", "load_openvino_detector", "open_detector",
+           "write_coco_results"]
 
 
 def __getattr__(name):

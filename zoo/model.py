@@ -2,7 +2,7 @@
 import mxnet as mx
 import numpy as np
 
-from symbols import backbones as modeling
+from symbols import backbones
 
 from zoo import pretrained
 from zoo.pretrained import maps
@@ -27,10 +27,10 @@ def build_model(config, pretrained_backbone=False, **overrides):
     spec = resolve(config, overrides)
     arch = ARCHITECTURES[spec["arch"]]
     try:
-        backbone = modeling.get_backbone(spec["backbone"])
+        backbone = backbones.get_backbone(spec["backbone"])
     except KeyError:
         Checker(spec).fail("backbone", spec["backbone"],
-                           "one of %s" % ", ".join(sorted(modeling.BACKBONES)))
+                           "one of %s" % ", ".join(sorted(backbones.BACKBONES)))
     height, width = arch.input_shapes(spec)["data"][2:]
     derived = arch.derive(spec, backbone, BackboneGraph(backbone.body(), height, width))
     model = DetectionModel(spec.merged(derived), backbone, arch)

@@ -21,6 +21,7 @@ Anything else is a bug and keeps its traceback.
 """
 import contextlib
 import importlib
+import importlib.util
 import logging
 import os
 import re
@@ -35,7 +36,9 @@ from zoo.cli.common import HelpFormatter, Parser
 __all__ = ["COMMANDS", "HelpFormatter", "LOG_FORMAT", "Parser", "build_parser", "main", "report"]
 
 COMMANDS = {
-    # name: (module of this package, one-line summary)
+    # name: (module of this package, or a whole module name: the benchmarks' package,
+    # found beside the zoo in its checkout, not installed: find_checkout_package), one-line
+    # summary
     "train": ("train", "train a detector on a dataset, or fine-tune an artifact (--init-from)"),
     "eval": ("eval", "score an artifact on a dataset split (VOC mAP, COCO AP)"),
     "demo": ("demo", "draw an artifact's detections on an image"),
@@ -51,18 +54,24 @@ COMMANDS = {
     "convert": ("convert", "convert a format-1 checkpoint into a format-2 artifact"),
     "import-gluoncv": ("import_gluoncv", "import one of GluonCV's trained detectors as an "
                                          "artifact"),
-    "benchmark": ("benchmark", "inference speed of a model or artifact, fp32 and int8, "
-                               "optionally beside GluonCV's"),
-    "benchmark-data": ("benchmark_data", "throughput of the SSD training data pipeline, "
-                                         "beside GluonCV's DataLoader"),
-    "benchmark-train": ("benchmark_train", "samples/s of the whole training step, beside "
-                                           "GluonCV's training recipe"),
-    "benchmark-memory": ("benchmark_memory", "peak memory and step time of training with "
-                                             "and without memory saving"),
-    "benchmark-detector": ("benchmark_detector", "images/s through zoo.Detector on JPEG files "
-                                                 "against pure inference of the same graph"),
-    "benchmark-calibration": ("benchmark_calibration", "seconds per image of int8 calibration, "
-                                                       "MXNet's collector beside the zoo's"),
+    "benchmark": ("zoo_bench.cli.benchmark",
+                  "inference speed of a model or artifact, fp32 and int8, optionally beside "
+                  "GluonCV's"),
+    "benchmark-data": ("zoo_bench.cli.benchmark_data",
+                       "throughput of the SSD training data pipeline, beside GluonCV's "
+                       "DataLoader"),
+    "benchmark-train": ("zoo_bench.cli.benchmark_train",
+                        "samples/s of the whole training step, beside GluonCV's training "
+                        "recipe"),
+    "benchmark-memory": ("zoo_bench.cli.benchmark_memory",
+                         "peak memory and step time of training with and without memory "
+                         "saving"),
+    "benchmark-detector": ("zoo_bench.cli.benchmark_detector",
+                           "images/s through zoo.Detector on JPEG files against pure "
+                           "inference of the same graph"),
+    "benchmark-calibration": ("zoo_bench.cli.benchmark_calibration",
+                              "seconds per image of int8 calibration, MXNet's collector beside "
+                              "the zoo's"),
     "launch": ("launch", "run a command on every worker of a parameter-server cluster"),
     "plot-log": ("plot_log", "plot a training CSV log's loss and mAP curves into a PNG"),
     "quickstart": ("quickstart", "the `make demo` job: shapes dataset, train, eval, plot, draw"),
@@ -92,9 +101,10 @@ SETTINGS = (
     "(MXNET_ENGINE_TYPE=%s: about twice as fast as the threaded one for a Faster R-CNN in "
     "int8 on 2 cores, as fast for training; a process of a parameter-server cluster keeps the "
     "threaded one) with one OpenMP thread per core (OMP_NUM_THREADS=%d here), set before MXNet "
-    "loads. Set either variable yourself to choose otherwise. In Python, zoo.load_detector, "
-    "zoo.Detector, zoo.get_model and the zoo.jobs and zoo.engine packages choose the same where "
-    "they load MXNet first; import zoo alone changes nothing."
+    "loads. Set either variable yourself to choose otherwise. In Python, zoo.open_detector "
+    "(of an artifact), zoo.load_detector, zoo.Detector, zoo.get_model and the zoo.jobs and "
+    "zoo.engine packages choose the same where they load MXNet first; import zoo alone "
+    "changes nothing."
     % (process.SYNCHRONOUS_ENGINE, len(os.sched_getaffinity(0))))
 """The epilog of ``zoo --help``: what :func:`zoo.process.use_fast_settings` chooses."""
 
@@ -127,7 +137,36 @@ def help_text(docstring):
 
 
 def command_module(name):
-    return importlib.import_module("%s.%s" % (__name__, COMMANDS[name][0]))
+    """Command ``name``'s module: one of this package, or a benchmark's (a whole module name),
+    whose package is looked for in the zoo's checkout first."""
+    module = COMMANDS[name][0]
+    if "." not in module:
+        return importlib.import_module("%s.%s" % (__name__, module))
+    find_checkout_package(module.partition(".")[0])
+    return importlib.import_module(module)
+
+
+BENCHMARKS = "zoo_bench"
+"""The package of the ``zoo benchmark*`` commands: beside ``zoo/`` in the zoo's source
+checkout, and not installed with it (the library never imports it)."""
+
+
+def find_checkout_package(package):
+    """Make ``package`` importable from the zoo's source checkout, beside ``zoo/``, where
+    Python does not find it already: an editable install (``pip install -e .``) maps the
+    installed packages only, and ``python -m zoo`` finds what is beside the zoo only when
+    run from the checkout's folder. Nothing changes for an installed zoo."""
+    checkout = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    if (importlib.util.find_spec(package) is None
+            and os.path.isfile(os.path.join(checkout, package, "__init__.py"))):
+        sys.path.append(checkout)
+
+
+def not_installed(command):
+    """The line refusing a benchmark command where the zoo is installed without them."""
+    return ("the benchmarks are not installed with the zoo: they run from its source "
+            "checkout, as python -m zoo %s ... in the checkout's folder, or as zoo %s ... "
+            "after pip install -e . there" % (command, command))
 
 
 def main(argv=None):
@@ -145,7 +184,10 @@ def main(argv=None):
     try:
         return _main(argv, command)
     except ModuleNotFoundError as err:
-        # A command module imports what it needs: MXNet's are refused here in one line.
+        # A command module imports what it needs: MXNet's are refused here in one line, and
+        # so are the benchmarks where only the library is installed.
+        if err.name == BENCHMARKS:
+            return report(command, not_installed(command), 1)
         if (err.name or "").partition(".")[0] not in TRAINING_STACK:
             raise
         return report(command, missing_training_stack(err, command), 1)

@@ -18,7 +18,7 @@ def add_arguments(p):
     p.add_argument("--network", type=network, required=True,
                    help="registered model name or YAML config path: the model whose input "
                         "the batches are drawn for")
-    add_data_arguments(p)
+    add_data_arguments(p, CheckDataOptions)
     p.add_argument("--output-dir", default=CheckDataOptions.output_dir,
                    help="folder of the pictures train_batch0.png, ...")
     p.add_argument("--batches", type=positive_int, default=CheckDataOptions.batches,

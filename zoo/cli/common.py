@@ -5,7 +5,6 @@ import argparse
 import dataclasses
 import math
 import os
-import re
 
 from zoo.data.factory import KINDS
 from zoo.data.orientation import EXIF_CHOICES
@@ -14,9 +13,9 @@ from zoo.process import gpu_ids
 __all__ = ["HelpFormatter", "KINDS", "Parser", "add_batch_flag", "add_checkpoint_flags",
            "add_class_map_flag", "add_ctx_flag", "add_data_threads_flag", "add_dataset_flags",
            "add_exif_flag", "add_hidden_alias", "add_progress_flag", "comma_list", "ctx",
-           "existing_folder", "float_in", "fraction", "increasing", "network",
+           "existing_folder", "field_default", "float_in", "fraction", "increasing", "network",
            "nonnegative_float", "nonnegative_int", "options_from", "positive_float",
-           "positive_int", "regex"]
+           "positive_int"]
 
 
 
@@ -35,7 +34,7 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter,
     says what happens instead."""
 
     def _get_help_string(self, action):
-        if action.default in (None, "", ()) or isinstance(action.const, bool):
+        if action.default in (None, "", (), []) or isinstance(action.const, bool):
             return action.help
         return super()._get_help_string(action)
 
@@ -113,16 +112,6 @@ def existing_folder(value):
     return value
 
 
-def regex(value):
-    """A regular expression, compiled here only to reject a broken one; kept as text."""
-    try:
-        re.compile(value)
-    except re.error as err:
-        raise argparse.ArgumentTypeError("must be a regular expression, got %r (%s)"
-                                         % (value, err)) from None
-    return value
-
-
 def ctx(value):
     """``cpu`` or ``gpuN[,M...]`` naming GPUs this MXNet sees."""
     try:
@@ -152,43 +141,48 @@ def network(value):
                                      % (", ".join(list_models()), value))
 
 
-def add_checkpoint_flags(parser, what, epoch_default="the best validated one, else the newest"):
+def add_checkpoint_flags(parser, what, epoch=None,
+                         epoch_help="the best validated one, else the newest"):
+    """``--checkpoint`` and ``--epoch`` (default ``epoch``, the command's options' field;
+    ``epoch_help`` says what it means)."""
     parser.add_argument("--checkpoint", required=True, metavar="PREFIX", help=what)
-    parser.add_argument("--epoch", type=nonnegative_int, default=None,
-                        help="epoch to load (default: %s)" % epoch_default)
+    parser.add_argument("--epoch", type=nonnegative_int, default=epoch,
+                        help="epoch to load (default: %s)" % epoch_help)
 
 
-def add_dataset_flags(parser, splits, named=False):
-    """``--dataset``, ``--data-root``, one flag per entry of ``splits`` (flag -> (default,
-    help)), ``--skip-bad`` and ``--data-threads``. ``named``: a command reading a dataset
-    the user names (not training, which may generate the embedded one): ``--data-root`` has
-    no default and must be an existing folder, needed unless a COCO split names its
-    --annotations and --image-dir (:func:`zoo.data.factory.needs_root`)."""
-    parser.add_argument("--dataset", choices=KINDS, default="voc" if named else "embedded",
+def add_dataset_flags(parser, options, splits, named=False):
+    """``--dataset``, ``--data-root``, one flag per entry of ``splits`` (flag -> help),
+    ``--annotations``, ``--image-dir``, ``--skip-bad`` and ``--data-threads``, their
+    defaults the fields of the same names of ``options`` (the command's options dataclass).
+    ``named``: a command reading a dataset the user names (not training, which may generate
+    the embedded one): ``--data-root`` must be an existing folder, needed unless a COCO split
+    names its --annotations and --image-dir (:func:`zoo.data.factory.needs_root`)."""
+    parser.add_argument("--dataset", choices=KINDS, default=options.dataset,
                         help="dataset format ('embedded' generates the shapes dataset into "
                              "--data-root first)")
     if named:
-        parser.add_argument("--data-root", type=existing_folder, default=None,
+        parser.add_argument("--data-root", type=existing_folder, default=options.data_root,
                             help="dataset folder (needed unless --dataset coco names its "
                                  "--annotations and --image-dir)")
     else:
-        parser.add_argument("--data-root", default=os.path.join("output", "shapes"),
-                            help="dataset folder")
-    for flag, (default, text) in splits.items():
-        parser.add_argument(flag, default=default, help=text)
-    add_coco_file_flags(parser)
+        parser.add_argument("--data-root", default=options.data_root, help="dataset folder")
+    for flag, text in splits.items():
+        parser.add_argument(flag, default=getattr(options, flag[2:].replace("-", "_")),
+                            help=text)
+    add_coco_file_flags(parser, options)
     parser.add_argument("--skip-bad", action="store_true",
                         help="skip bad annotations/images with a warning instead of stopping")
-    add_data_threads_flag(parser)
+    add_data_threads_flag(parser, options.data_threads)
 
 
-def add_coco_file_flags(parser, when="coco"):
-    """``--annotations`` and ``--image-dir``: a COCO split's own file and image folder;
-    ``when`` opens their help (the condition they apply under)."""
-    parser.add_argument("--annotations", default=None, metavar="FILE",
+def add_coco_file_flags(parser, options, when="coco"):
+    """``--annotations`` and ``--image-dir``: a COCO split's own file and image folder
+    (defaults: ``options``' fields); ``when`` opens their help (the condition they apply
+    under)."""
+    parser.add_argument("--annotations", default=options.annotations, metavar="FILE",
                         help="%s: the annotation file, '{split}' standing for the split "
                              "(default: DATA_ROOT/annotations/instances_{split}.json)" % when)
-    parser.add_argument("--image-dir", default=None, metavar="DIR",
+    parser.add_argument("--image-dir", default=options.image_dir, metavar="DIR",
                         help="%s: the folder its file_name entries are under, '{split}' "
                              "standing for the split (default: DATA_ROOT/{split})" % when)
 
@@ -202,18 +196,19 @@ def class_pair(value):
     return dataset_class.strip(), artifact_class.strip()
 
 
-def add_class_map_flag(parser):
+def add_class_map_flag(parser, default):
     parser.add_argument(
-        "--class-map", type=comma_list(class_pair), default=None, metavar="DATA=ARTIFACT,...",
+        "--class-map", type=comma_list(class_pair), default=default, metavar="DATA=ARTIFACT,...",
         help="score a dataset of some of the artifact's classes, or renamed ones: each dataset "
              "class is the artifact class of the same name unless mapped here, e.g. "
              "'car=automobile' ('' for names only); detections of the artifact's other classes "
              "are dropped (default: the dataset's classes must be the artifact's, in order)")
 
 
-def add_data_threads_flag(parser):
-    parser.add_argument("--data-threads", type=positive_int, default=None,
-                        help="threads decoding and transforming images (default: all cores)")
+def add_data_threads_flag(parser, default):
+    parser.add_argument("--data-threads", type=positive_int, default=default,
+                        help="threads decoding and transforming images (default: all cores "
+                             "to train; half of them, at most 4, beside inference)")
 
 
 def add_batch_flag(parser, default):
@@ -221,12 +216,12 @@ def add_batch_flag(parser, default):
                         help="images per batch")
 
 
-def add_ctx_flag(parser):
-    parser.add_argument("--ctx", type=ctx, default="cpu", help="'cpu' or 'gpu0,1,...'")
+def add_ctx_flag(parser, default):
+    parser.add_argument("--ctx", type=ctx, default=default, help="'cpu' or 'gpu0,1,...'")
 
 
-def add_exif_flag(parser):
-    parser.add_argument("--exif", choices=EXIF_CHOICES, default="apply",
+def add_exif_flag(parser, default):
+    parser.add_argument("--exif", choices=EXIF_CHOICES, default=default,
                         help="'apply': turn a photo as its EXIF orientation says, boxes in the "
                              "frame a viewer shows; 'ignore': the stored pixels")
 
@@ -240,6 +235,15 @@ def add_hidden_alias(parser, flag, dest, type=None):
     """An old flag name kept working for ``dest`` without showing in --help."""
     parser.add_argument(flag, dest=dest, type=type, default=argparse.SUPPRESS,
                         help=argparse.SUPPRESS)
+
+
+def field_default(options_class, name):
+    """The default of field ``name`` of ``options_class``; a ``default_factory``'s value is
+    made now (a flag's default is fixed when its parser is built)."""
+    field = options_class.__dataclass_fields__[name]
+    if field.default_factory is not dataclasses.MISSING:
+        return field.default_factory()
+    return field.default
 
 
 def options_from(options_class, args, **values):

@@ -12,7 +12,7 @@ __all__ = ["add_arguments", "run"]
 
 
 def add_arguments(p):
-    add_checkpoint_flags(p, "format-1 checkpoint prefix", "every format-1 epoch")
+    add_checkpoint_flags(p, "format-1 checkpoint prefix", epoch_help="every format-1 epoch")
     p.add_argument("--output", default=None, metavar="PREFIX",
                    help="prefix of the artifact (default: the checkpoint's, in place)")
 

@@ -1,4 +1,5 @@
-"""``zoo demo``: draw an artifact's detections (boxes, class names, scores) on an image.
+"""``zoo demo``: draw a checkpoint's detections (boxes, class names, scores) on an image: an
+artifact's, or a deployed .onnx or .xml file's.
 
 Example:
     zoo demo --checkpoint output/train/ssd_mobilenetv2 \\
@@ -11,12 +12,15 @@ __all__ = ["add_arguments", "run"]
 
 
 def add_arguments(p):
-    add_checkpoint_flags(p, "artifact prefix (fp32, or int8 from `zoo quantize`)")
+    add_checkpoint_flags(p, "artifact prefix (fp32, or int8 from `zoo quantize`), or a "
+                            "PREFIX.onnx or PREFIX.xml (OpenVINO) file from `zoo export`",
+                         DemoOptions.epoch)
     p.add_argument("--image", required=True, help="image file (JPEG or PNG)")
-    p.add_argument("--threshold", type=fraction, default=0.5, help="lowest score drawn")
-    p.add_argument("--output", default="detections.png",
+    p.add_argument("--threshold", type=fraction, default=DemoOptions.threshold,
+                   help="lowest score drawn")
+    p.add_argument("--output", default=DemoOptions.output,
                    help="picture to write, encoded as its extension says (.png, .jpg, ...)")
-    add_exif_flag(p)
+    add_exif_flag(p, DemoOptions.exif)
 
 
 def run(args):

@@ -24,18 +24,19 @@ from zoo.cli.common import (add_batch_flag, add_checkpoint_flags, add_exif_flag,
 
 __all__ = ["add_arguments", "more_positionals", "run"]
 
-DEFAULTS = DetectOptions(checkpoint="", inputs=("",))
-
 
 def add_arguments(p):
     add_checkpoint_flags(p, "artifact prefix (fp32, or int8 from `zoo quantize`), or a "
-                            "PREFIX.onnx or PREFIX.xml (OpenVINO) file from `zoo export`")
+                            "PREFIX.onnx or PREFIX.xml (OpenVINO) file from `zoo export`",
+                         DetectOptions.epoch)
     p.add_argument("inputs", nargs="*", metavar="INPUT",
                    help="image or video files, folders, globs (quote them: the zoo expands "
                         "them) or @FILE listing inputs one a line")
-    p.add_argument("--list", dest="lists", action="append", default=None, metavar="FILE",
+    # a list: "append" appends to (a copy of) its default
+    p.add_argument("--list", dest="lists", action="append", default=list(DetectOptions.lists),
+                   metavar="FILE",
                    help="text file listing inputs, one a line (repeatable)")
-    p.add_argument("--output", default=DEFAULTS.output,
+    p.add_argument("--output", default=DetectOptions.output,
                    help="folder to write into; refused if it holds files, unless --exist-ok")
     p.add_argument("--exist-ok", action="store_true",
                    help="write into an --output that holds files already (files of the same "
@@ -43,16 +44,18 @@ def add_arguments(p):
     p.add_argument("--recursive", action="store_true",
                    help="folders: their subfolders too (symlinked ones followed, each once); "
                         "globs: '**' matches any depth")
-    p.add_argument("--every", type=positive_int, default=DEFAULTS.every, metavar="N",
+    p.add_argument("--every", type=positive_int, default=DetectOptions.every, metavar="N",
                    help="videos: detect on every Nth frame")
-    p.add_argument("--threshold", type=fraction, default=DEFAULTS.threshold,
+    p.add_argument("--threshold", type=fraction, default=DetectOptions.threshold,
                    help="lowest score kept")
-    p.add_argument("--max-detections", type=positive_int, default=DEFAULTS.max_detections,
+    p.add_argument("--max-detections", type=positive_int, default=DetectOptions.max_detections,
                    help="the best-scoring detections kept per picture")
-    p.add_argument("--classes", type=comma_list(str), default=(), metavar="NAME,...",
+    p.add_argument("--classes", type=comma_list(str), default=DetectOptions.classes,
+                   metavar="NAME,...",
                    help="keep only these classes (default: all)")
-    add_batch_flag(p, DEFAULTS.batch_size)
-    p.add_argument("--format", dest="image_format", choices=FORMATS, default=None,
+    add_batch_flag(p, DetectOptions.batch_size)
+    p.add_argument("--format", dest="image_format", choices=FORMATS,
+                   default=DetectOptions.image_format,
                    help="format of the drawn pictures (default: each input's)")
     p.add_argument("--no-pictures", dest="pictures", action="store_false",
                    help="write no drawn pictures")
@@ -63,7 +66,7 @@ def add_arguments(p):
                         "CLASS_NAME SCORE X1 Y1 X2 Y2 (pixels; blanks in the name written _)")
     p.add_argument("--strict", action="store_true",
                    help="stop at the first file that cannot be read (default: skip it)")
-    add_exif_flag(p)
+    add_exif_flag(p, DetectOptions.exif)
     add_progress_flag(p)
 
 
@@ -76,6 +79,6 @@ def more_positionals(args, unknown):
 
 def run(args):
     summary = detect(options_from(DetectOptions, args, inputs=tuple(args.inputs),
-                                  lists=tuple(args.lists or ())))
+                                  lists=tuple(args.lists)))
     print(summary)
     return 0

@@ -15,11 +15,12 @@ __all__ = ["add_arguments", "run"]
 
 def add_arguments(p):
     add_checkpoint_flags(p, "artifact prefix (fp32, or int8 from `zoo quantize`), or a deployed "
-                            "PREFIX.onnx or PREFIX.xml (OpenVINO) from `zoo export`")
-    add_dataset_flags(p, {"--split": ("val", "split to score")}, named=True)
-    add_batch_flag(p, 8)
-    add_class_map_flag(p)
-    p.add_argument("--output", default=None,
+                            "PREFIX.onnx or PREFIX.xml (OpenVINO) from `zoo export`",
+                         EvalOptions.epoch)
+    add_dataset_flags(p, EvalOptions, {"--split": "split to score"}, named=True)
+    add_batch_flag(p, EvalOptions.batch_size)
+    add_class_map_flag(p, EvalOptions.class_map)
+    p.add_argument("--output", default=EvalOptions.output,
                    help="results JSON, replaced if it exists (default: "
                         "<checkpoint>-eval-<split>.json, or -eval-<file stem>.json for "
                         "--annotations without {split}, never replacing another scoring's)")

@@ -25,13 +25,14 @@ __all__ = ["add_arguments", "run"]
 
 def add_arguments(p):
     source = p.add_mutually_exclusive_group(required=True)
-    source.add_argument("--checkpoint", metavar="PREFIX", help="artifact prefix")
-    source.add_argument("--network", type=network,
+    source.add_argument("--checkpoint", default=ExportOptions.checkpoint, metavar="PREFIX",
+                        help="artifact prefix")
+    source.add_argument("--network", type=network, default=ExportOptions.network,
                         help="registered model name or YAML config path")
-    p.add_argument("--epoch", type=nonnegative_int, default=None,
+    p.add_argument("--epoch", type=nonnegative_int, default=ExportOptions.epoch,
                    help="epoch of --checkpoint (default: the best validated one, else the "
                         "newest)")
-    p.add_argument("--data-shape", type=positive_int, default=None,
+    p.add_argument("--data-shape", type=positive_int, default=ExportOptions.data_shape,
                    help="input side of --network (default: the config's)")
     p.add_argument("--output", required=True, metavar="PREFIX",
                    help="the file to write, one prefix for every format: PREFIX-NNNN.json "
@@ -39,15 +40,16 @@ def add_arguments(p):
                         "(openvino); a name ending in the format's own suffix is that file "
                         "(out/ssd.onnx writes out/ssd.onnx). A folder (out/, an existing "
                         "folder) is refused: name the file in it")
-    p.add_argument("--format", choices=FORMATS, default="mxnet",
+    p.add_argument("--format", choices=FORMATS, default=ExportOptions.format,
                    help="an MXNet artifact, one ONNX file holding the whole detector, or an "
                         "OpenVINO model (PREFIX.xml and PREFIX.bin)")
     p.add_argument("--no-fuse", dest="fused", action="store_false",
                    help="mxnet: write the portable graph instead of MKL-DNN's fused one")
-    p.add_argument("--graph-preprocessing", choices=GRAPH_PREPROCESSING, default="none",
+    p.add_argument("--graph-preprocessing", choices=GRAPH_PREPROCESSING,
+                   default=ExportOptions.graph_preprocessing,
                    help="onnx: 'normalize' takes RGB pixels 0-255 (B, H, W, 3) and normalises "
                         "them in the graph; 'none' takes the normalised (B, 3, H, W) input")
-    p.add_argument("--verify", nargs="+", default=(), metavar="IMAGE",
+    p.add_argument("--verify", nargs="+", default=ExportOptions.verify, metavar="IMAGE",
                    help="onnx: image files on which ONNX Runtime must detect what MXNet does "
                         "(top 100: same classes in order, scores within 1e-4, boxes within "
                         "1e-3 of the image side)")
@@ -59,22 +61,22 @@ def add_int8_flags(p):
                    help="openvino: quantize convolutions and fully connected layers to int8, "
                         "calibrated on the first --calib-images of --data-root's --split "
                         "(post-processing stays fp32)")
-    p.add_argument("--dataset", choices=KINDS, default="voc",
+    p.add_argument("--dataset", choices=KINDS, default=ExportOptions.dataset,
                    help="--int8: the calibration images' dataset format")
-    p.add_argument("--data-root", type=existing_folder, default=None,
+    p.add_argument("--data-root", type=existing_folder, default=ExportOptions.data_root,
                    help="--int8: the calibration dataset folder (not needed for --dataset coco "
                         "with --annotations and --image-dir)")
-    p.add_argument("--split", default="train",
+    p.add_argument("--split", default=ExportOptions.split,
                    help="--int8: split to calibrate on (not one you score on)")
-    add_coco_file_flags(p, "--int8 --dataset coco")
-    p.add_argument("--calib-images", type=positive_int, default=32,
+    add_coco_file_flags(p, ExportOptions, "--int8 --dataset coco")
+    p.add_argument("--calib-images", type=positive_int, default=ExportOptions.calib_images,
                    help="--int8: images calibrated on")
-    p.add_argument("--batch-size", type=positive_int, default=8,
+    p.add_argument("--batch-size", type=positive_int, default=ExportOptions.batch_size,
                    help="--int8: calibration images per batch")
     p.add_argument("--skip-bad", action="store_true",
                    help="--int8: skip bad images with a warning instead of stopping")
-    add_data_threads_flag(p)
-    add_class_map_flag(p)
+    add_data_threads_flag(p, ExportOptions.data_threads)
+    add_class_map_flag(p, ExportOptions.class_map)
     add_progress_flag(p)
 
 

@@ -17,7 +17,7 @@ __all__ = ["add_arguments", "run"]
 def add_arguments(p):
     p.add_argument("name", choices=sorted(IMPORTERS), metavar="NAME",
                    help="GluonCV's model name: %s" % ", ".join(sorted(IMPORTERS)))
-    p.add_argument("--params", default=None, metavar="FILE",
+    p.add_argument("--params", default=ImportOptions.params, metavar="FILE",
                    help="GluonCV parameter file (default: GluonCV's trained weights from its "
                         "model store, which needs network access once)")
     p.add_argument("--output", required=True, metavar="PREFIX", help="prefix of the artifact")

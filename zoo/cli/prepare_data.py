@@ -14,11 +14,15 @@ PROGRESS_EVERY = 500
 
 def add_arguments(p):
     p.add_argument("--format", choices=FORMATS, required=True, help="dataset format")
-    p.add_argument("--root", help="voc: the folder holding Annotations/ and JPEGImages/")
-    p.add_argument("--split", default="trainval", help="voc: an image set of ImageSets/Main")
+    p.add_argument("--root", default=PrepareOptions.root,
+                   help="voc: the folder holding Annotations/ and JPEGImages/")
+    p.add_argument("--split", default=PrepareOptions.split,
+                   help="voc: an image set of ImageSets/Main")
     add_hidden_alias(p, "--image-set", "split")
-    p.add_argument("--annotations", help="coco: the annotation JSON file")
-    p.add_argument("--image-dir", help="coco: the folder holding the images")
+    p.add_argument("--annotations", default=PrepareOptions.annotations,
+                   help="coco: the annotation JSON file")
+    p.add_argument("--image-dir", default=PrepareOptions.image_dir,
+                   help="coco: the folder holding the images")
     p.add_argument("--output", required=True, metavar="PREFIX",
                    help="output path without extension")
     p.add_argument("--skip-bad", action="store_true",

@@ -15,18 +15,19 @@ __all__ = ["add_arguments", "run"]
 
 
 def add_arguments(p):
-    add_checkpoint_flags(p, "fp32 artifact prefix")
-    add_dataset_flags(p, {"--split": ("train", "split whose first images calibrate (not the "
-                                               "one you evaluate on)")}, named=True)
-    p.add_argument("--calib-mode", choices=CALIB_MODES, default="naive",
+    add_checkpoint_flags(p, "fp32 artifact prefix", QuantizeOptions.epoch)
+    add_dataset_flags(p, QuantizeOptions, {"--split": "split whose first images calibrate (not "
+                                                     "the one you evaluate on)"}, named=True)
+    p.add_argument("--calib-mode", choices=CALIB_MODES, default=QuantizeOptions.calib_mode,
                    help="naive: observed min/max; entropy: KL-optimal thresholds")
-    p.add_argument("--calib-batches", type=positive_int, default=5,
+    p.add_argument("--calib-batches", type=positive_int, default=QuantizeOptions.calib_batches,
                    help="batches of the split that calibrate")
-    add_batch_flag(p, 8)
-    add_class_map_flag(p)
-    p.add_argument("--exclude", type=comma_list(str), default=(),
+    add_batch_flag(p, QuantizeOptions.batch_size)
+    add_class_map_flag(p, QuantizeOptions.class_map)
+    p.add_argument("--exclude", type=comma_list(str), default=QuantizeOptions.exclude,
                    help="comma-separated layer names to keep in fp32 besides the defaults")
-    p.add_argument("--output", default=None, help="output prefix (default: <checkpoint>-int8)")
+    p.add_argument("--output", default=QuantizeOptions.output,
+                   help="output prefix (default: <checkpoint>-int8)")
 
 
 def run(args):

@@ -5,15 +5,17 @@ MXNet on held-out images), and print the lines of Python that use the trained de
 import sys
 import time
 
-from zoo.jobs.quickstart import EPOCHS, TARGET_MAP, QuickstartOptions, quickstart
+from zoo.jobs.quickstart import TARGET_MAP, QuickstartOptions, quickstart
 from zoo.cli.common import add_progress_flag, options_from, positive_int
 
 __all__ = ["add_arguments", "run"]
 
 
 def add_arguments(p):
-    p.add_argument("--output-dir", default="output", help="folder of everything written")
-    p.add_argument("--epochs", type=positive_int, default=EPOCHS, help="training epochs")
+    p.add_argument("--output-dir", default=QuickstartOptions.output_dir,
+                   help="folder of everything written")
+    p.add_argument("--epochs", type=positive_int, default=QuickstartOptions.epochs,
+                   help="training epochs")
     add_progress_flag(p)
 
 

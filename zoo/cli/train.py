@@ -10,104 +10,135 @@ On two workers of a parameter-server cluster:
 """
 import os
 
+from zoo.distributed.cluster import DEFAULT_CONNECT_TIMEOUT
+from zoo.engine.health import overfit
+from zoo.engine.precision import DTYPES
 from zoo.engine.trainer import OPTIMIZERS
 from zoo.jobs.train import KV_STORES, TrainOptions, eval_command, train
 from zoo.cli import report
 from zoo.cli.common import (add_batch_flag, add_ctx_flag, add_dataset_flags, add_hidden_alias,
                             add_progress_flag, comma_list, float_in, fraction, increasing,
                             network, nonnegative_float, nonnegative_int, options_from,
-                            positive_float, positive_int, regex)
+                            positive_float, positive_int)
 
 __all__ = ["add_arguments", "add_data_arguments", "run"]
 
 
-def add_data_arguments(p):
+def add_data_arguments(p, options):
     """The flags saying what data a run sees and how (``zoo train``'s and ``zoo
     check-data``'s): the dataset and its splits, the input size, the batch, the
-    augmentation, the seed, what ``--skip-bad`` may drop."""
-    add_dataset_flags(p, {
-        "--train-split": (TrainOptions.train_split, "split to train on"),
-        "--val-split": (TrainOptions.val_split, "split to validate on ('' for none)")})
+    augmentation, the seed, what ``--skip-bad`` may drop; their defaults the fields of
+    ``options`` (:class:`TrainOptions`, or check-data's copy of its data fields)."""
+    add_dataset_flags(p, options, {"--train-split": "split to train on",
+                                   "--val-split": "split to validate on ('' for none)"})
     add_hidden_alias(p, "--train-set", "train_split")
     add_hidden_alias(p, "--val-set", "val_split")
-    p.add_argument("--max-skipped", type=fraction, default=TrainOptions.max_skipped,
+    p.add_argument("--max-skipped", type=fraction, default=options.max_skipped,
                    metavar="SHARE",
                    help="with --skip-bad: stop when more than this share of a split's images "
                         "would be dropped, rather than train on the few left")
-    p.add_argument("--data-shape", type=positive_int, default=None,
+    p.add_argument("--data-shape", type=positive_int, default=options.data_shape,
                    help="input side (default: the config's)")
-    add_batch_flag(p, TrainOptions.batch_size)
-    p.add_argument("--seed", type=nonnegative_int, default=TrainOptions.seed,
+    add_batch_flag(p, options.batch_size)
+    p.add_argument("--seed", type=nonnegative_int, default=options.seed,
                    help="seed of the initialisation, the data order and the augmentation")
-    p.add_argument("--max-expand", type=float_in(1.0), default=TrainOptions.max_expand,
+    p.add_argument("--max-expand", type=float_in(1.0), default=options.max_expand,
                    help="largest zoom-out of the expansion augmentation (1 disables it)")
     p.add_argument("--no-crop", dest="crop", action="store_false",
                    help="no IoU-constrained random crop in the augmentation")
 
 
 def add_arguments(p):
-    p.add_argument("--network", type=network, default=None,
+    p.add_argument("--network", type=network, default=TrainOptions.network,
                    help="registered model name or YAML config path (default with --init-from: "
                         "the config its artifact stores)")
-    add_data_arguments(p)
-    p.add_argument("--epochs", type=positive_int, default=10, help="epochs to train in all")
-    p.add_argument("--lr", type=positive_float, default=0.01,
+    add_data_arguments(p, TrainOptions)
+    add_optimizer_arguments(p)
+    add_ctx_flag(p, TrainOptions.ctx)
+    p.add_argument("--kv-store", default=TrainOptions.kv_store, choices=KV_STORES,
+                   help="dist_* runs under `zoo launch`, each worker on its rank's shard of "
+                        "the data")
+    p.add_argument("--connect-timeout", type=positive_float, default=TrainOptions.connect_timeout,
+                   help="seconds a dist worker waits for its cluster before it fails "
+                        "(default: $ZOO_CONNECT_TIMEOUT, else %g)" % DEFAULT_CONNECT_TIMEOUT)
+    add_start_arguments(p)
+    add_run_arguments(p)
+    add_progress_flag(p)
+
+
+def add_optimizer_arguments(p):
+    """How long, and with which update rule and schedule."""
+    p.add_argument("--epochs", type=positive_int, default=TrainOptions.epochs,
+                   help="epochs to train in all")
+    p.add_argument("--lr", type=positive_float, default=TrainOptions.lr,
                    help="base learning rate of a step; gradients are averaged over devices "
                         "and dist_sync workers, so N workers with --batch-size B train like "
                         "one with N x B at the same --lr")
-    p.add_argument("--lr-steps", type=increasing(comma_list(nonnegative_float)), default=(),
+    p.add_argument("--lr-steps", type=increasing(comma_list(nonnegative_float)),
+                   default=TrainOptions.lr_steps,
                    help="comma-separated epochs at which the lr drops (none by default)")
-    p.add_argument("--lr-factor", type=positive_float, default=0.1,
+    p.add_argument("--lr-factor", type=positive_float, default=TrainOptions.lr_factor,
                    help="lr multiplier at each step")
-    p.add_argument("--warmup-epochs", type=nonnegative_float, default=0.0,
+    p.add_argument("--warmup-epochs", type=nonnegative_float, default=TrainOptions.warmup_epochs,
                    help="linear warm-up length")
-    p.add_argument("--optimizer", default="sgd", choices=OPTIMIZERS, help="update rule")
-    p.add_argument("--momentum", type=float_in(0.0, 1.0, high_open=True), default=0.9,
-                   help="momentum of sgd and nag")
-    p.add_argument("--wd", type=nonnegative_float, default=5e-4, help="weight decay")
-    p.add_argument("--clip-gradient", type=positive_float, default=None,
+    p.add_argument("--optimizer", default=TrainOptions.optimizer, choices=OPTIMIZERS,
+                   help="update rule")
+    p.add_argument("--momentum", type=float_in(0.0, 1.0, high_open=True),
+                   default=TrainOptions.momentum, help="momentum of sgd and nag")
+    p.add_argument("--wd", type=nonnegative_float, default=TrainOptions.wd, help="weight decay")
+    p.add_argument("--clip-gradient", type=positive_float, default=TrainOptions.clip_gradient,
                    help="clip each gradient element to +-this (default: no clipping)")
-    add_ctx_flag(p)
-    p.add_argument("--kv-store", default="local", choices=KV_STORES,
-                   help="dist_* runs under `zoo launch`, each worker on its rank's shard of "
-                        "the data")
-    p.add_argument("--connect-timeout", type=positive_float, default=None,
-                   help="seconds a dist worker waits for its cluster before it fails "
-                        "(default: $ZOO_CONNECT_TIMEOUT, else 120)")
+
+
+def add_start_arguments(p):
+    """What a run starts from and keeps fixed. The freeze patterns are checked once, by
+    :class:`zoo.engine.trainer.TrainerOptions`, before the run touches anything."""
     p.add_argument("--pretrained-backbone", action="store_true",
                    help="start the backbone from GluonCV's ImageNet weights in $MXNET_HOME/models")
-    p.add_argument("--freeze", type=regex, default="",
+    p.add_argument("--freeze", default=TrainOptions.freeze, metavar="REGEX",
                    help="regular expression of parameter names to keep fixed, e.g. "
                         "'^conv1_|^stage1_'")
-    p.add_argument("--freeze-bn", type=regex, nargs="?", const=".", metavar="REGEX",
+    p.add_argument("--freeze-bn", nargs="?", const=".", metavar="REGEX",
                    default=TrainOptions.freeze_bn,
                    help="frozen batch norm (GluonCV's and Detectron2's FrozenBN) for the "
                         "BatchNorm layers whose name matches REGEX (all without one): they "
                         "normalise with their running statistics in training too, and "
                         "statistics, scale and shift all stay fixed; for fine-tuning from "
                         "an artifact whose statistics fit the data")
-    p.add_argument("--resume", default="", metavar="PREFIX|auto",
+    p.add_argument("--resume", default=TrainOptions.resume, metavar="PREFIX|auto",
                    help="artifact prefix to continue from, or 'auto' for this run's own")
-    p.add_argument("--init-from", default="", metavar="PREFIX",
+    p.add_argument("--init-from", default=TrainOptions.init_from, metavar="PREFIX",
                    help="start a new run from this artifact (trained, or imported from "
                         "GluonCV): arrays of equal name and shape copied, the class layers "
                         "taken class by class where class names are shared, the rest afresh; "
                         "same architecture and backbone")
-    p.add_argument("--init-epoch", type=nonnegative_int, default=None, metavar="N",
+    p.add_argument("--init-epoch", type=nonnegative_int, default=TrainOptions.init_epoch,
+                   metavar="N",
                    help="epoch of --init-from (default: its best validated, else newest)")
+
+
+def add_run_arguments(p):
+    """Where the run writes, how often it validates, and what it watches."""
     p.add_argument("--overwrite", action="store_true",
                    help="start afresh in an --output-dir that holds another run's checkpoints")
-    p.add_argument("--keep-last", type=positive_int, default=3,
+    p.add_argument("--keep-last", type=positive_int, default=TrainOptions.keep_last,
                    help="checkpoints kept besides the best validated one")
-    p.add_argument("--output-dir", default=os.path.join("output", "train"),
+    p.add_argument("--output-dir", default=TrainOptions.output_dir,
                    help="folder of the artifact (PREFIX = <output-dir>/<model name>) and the "
                         "CSV log")
-    p.add_argument("--val-interval", type=positive_int, default=1, help="validate every N epochs")
+    p.add_argument("--val-interval", type=positive_int, default=TrainOptions.val_interval,
+                   help="validate every N epochs")
     p.add_argument("--memory-saving", action="store_true",
                    help="keep few activations and recompute the others in backward, "
                         "segment by segment (zoo.engine.memory); same losses and gradients. "
                         "ssd_resnet101, batch 8 at 512: about half the peak memory for about "
                         "1.2x the step time (zoo benchmark-memory)")
+    p.add_argument("--dtype", choices=DTYPES, default=TrainOptions.dtype,
+                   help="precision of the layers: bf16 runs convolutions, batch norm, "
+                        "activations, pooling and fully connected layers in bfloat16 "
+                        "(parameters, optimizer, anchors, targets and losses stay fp32; "
+                        "checkpoints are fp32), on CPUs with avx512_bf16 or amx_bf16; auto "
+                        "picks bf16 there and fp32 elsewhere (default: %(default)s)")
     p.add_argument("--no-health", dest="health", action="store_false",
                    help="turn the training-health checks off (see the README's \"When "
                         "training goes wrong\"); the run then prints no health warning")
@@ -120,8 +151,8 @@ def add_arguments(p):
                    help="sanity mode: train up to STEPS steps on one fixed batch (the first "
                         "--batch-size images of the training split, no augmentation, no weight "
                         "decay, no lr schedule, no checkpoint) and pass once the loss is below "
-                        "10%% of its start, else fail naming the loss it reached")
-    add_progress_flag(p)
+                        "%g%%%% of its start, else fail naming the loss it reached"
+                        % (100 * overfit.FRACTION))
 
 
 def run(args):

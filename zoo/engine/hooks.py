@@ -14,10 +14,12 @@ import numpy as np
 
 from zoo import artifact
 from zoo.errors import DataError
-from zoo.inference.evaluation import predict, voc_scores
+from zoo.inference.detector import Detector
+from zoo.inference.evaluation import dataset_rows, voc_scores
 from zoo.engine import module_adapter
 from zoo.engine.trainer import OutputFolderInUse, TrainingDiverged, TrainingError
 from zoo.progress import progress_bar
+from zoo.runfiles import log_path
 
 __all__ = ["CSVLog", "Checkpointer", "DivergenceCheck", "Hook", "LOG", "ProgressBar",
            "StatisticsAveraging", "Validation", "default_hooks", "last_checkpoint_note"]
@@ -86,7 +88,7 @@ class StatisticsAveraging(Hook):
         if self.keys is None:
             self.keys = ["zoo:aux:" + name for name, _ in statistics]
             kvstore.init(self.keys, [arrays[0] for _, arrays in statistics])
-        count = trainer.num_workers * len(module_adapter.contexts(module))
+        count = trainer.num_workers * len(module_adapter.module_contexts(module))
         for i, (key, (_, arrays)) in enumerate(zip(self.keys, statistics)):
             kvstore.pushpull(key, arrays, out=arrays, priority=-i)
             for array in arrays:
@@ -185,9 +187,10 @@ class Validation(Hook):
             return None
         arg_params, aux_params = trainer.params()
         try:
-            detections = predict(trainer.model, arg_params, aux_params, self.dataset,
-                                 batch_size=trainer.options.batch_size,
-                                 num_workers=trainer.loader.num_workers, progress=False)
+            detector = Detector(trainer.model, arg_params, aux_params,
+                                data_threads=trainer.loader.num_workers)
+            detections = dataset_rows(detector, self.dataset, trainer.options.batch_size,
+                                      progress=False)
             result = voc_scores(self.dataset, detections)
         except DataError as err:
             trainer.stop(TrainingError("validation after epoch %d failed, training stopped "
@@ -333,7 +336,7 @@ def default_hooks(model, output_dir, *, val_dataset=None, val_interval=1, keep_l
         hooks.append(Validation(val_dataset, val_interval))
     hooks += list(checks)
     hooks += [Checkpointer(prefix, keep_last, overwrite, run),
-              CSVLog(prefix + "-log.csv", model.loss_names)]
+              CSVLog(log_path(prefix), model.loss_names)]
     if progress:
         hooks.append(ProgressBar())
     return hooks

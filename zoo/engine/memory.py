@@ -26,6 +26,7 @@ import math
 import re
 
 import mxnet as mx
+import numpy as np
 
 __all__ = ["ForwardGraph", "LOG", "MIRROR_ATTR", "MemoryPlanner", "memory_saving_symbol"]
 
@@ -81,7 +82,8 @@ class ForwardGraph:
     their output sizes, which need a gradient and which are cut points."""
 
     def __init__(self, symbol, input_shapes, fixed_params=()):
-        self.json = json.loads(symbol.tojson())
+        # A bfloat16 graph's casts are operators too (tojson leaves them out by default).
+        self.json = json.loads(symbol.tojson(remove_amp_cast=False))
         self.nodes = self.json["nodes"]
         self.ops = [i for i, node in enumerate(self.nodes) if node["op"] != "null"]
         trainable = set(symbol.list_arguments()) - set(input_shapes) - set(fixed_params)
@@ -91,8 +93,9 @@ class ForwardGraph:
         self.last_candidate = self.candidates[-1] if self.candidates else -1
         internals = symbol.get_internals()
         _, shapes, _ = internals.infer_shape(**input_shapes)
-        sizes = {name: 4 * math.prod(shape)
-                 for name, shape in zip(internals.list_outputs(), shapes)}
+        _, types, _ = internals.infer_type(**dict.fromkeys(input_shapes, np.float32))
+        sizes = {name: np.dtype(dtype or np.float32).itemsize * math.prod(shape)
+                 for name, shape, dtype in zip(internals.list_outputs(), shapes, types)}
         self.output_bytes = {i: sizes.get(self.nodes[i]["name"] + "_output", 0)
                              for i in self.ops}
 

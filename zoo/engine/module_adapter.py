@@ -10,8 +10,9 @@ import mxnet as mx
 
 from zoo.artifact import OptimizerState
 
-__all__ = ["SETTINGS", "aux_arrays", "contexts", "current_lr", "kvstore", "mark_params_changed",
-           "optimizer_state", "param_arrays", "set_optimizer_state", "set_update_count"]
+__all__ = ["SETTINGS", "aux_arrays", "current_lr", "executors", "kvstore",
+           "mark_params_changed", "module_contexts", "optimizer_state", "param_arrays", "set_optimizer_state",
+           "set_update_count"]
 
 SETTINGS = ("lr", "wd", "momentum", "rescale_grad", "clip_gradient")
 
@@ -145,7 +146,7 @@ def kvstore(module):
     return module._kvstore
 
 
-def contexts(module):
+def module_contexts(module):
     """The devices the module runs on."""
     return list(module._context)
 
@@ -162,6 +163,11 @@ def aux_arrays(module):
     running statistics)."""
     group = module._exec_group
     return list(zip(group.aux_names, group.aux_arrays))
+
+
+def executors(module):
+    """The bound executors of ``module``, one per device."""
+    return list(module._exec_group.execs)
 
 
 def mark_params_changed(module):

@@ -28,14 +28,15 @@ from zoo.distributed.cluster import ClusterError, is_distributed, is_synchronous
 from zoo.errors import OptionsError
 from zoo.engine.health.report import HealthReport
 from zoo.engine.memory import memory_saving_symbol
+from zoo.engine.precision import bf16_training_symbol, check_dtype
 from zoo.engine import module_adapter
 from zoo.process import gpu_ids
 from zoo.signals import stop_signals
 
 __all__ = ["LOG", "OPTIMIZERS", "OptimizerOptions", "OutputFolderInUse", "Trainer",
            "TrainerOptions", "TrainingDiverged", "TrainingError", "TrainingInterrupted",
-           "bind_training_module", "contexts", "frozen_batchnorm", "frozen_params",
-           "lr_scheduler"]
+           "bind_training_module", "check_pattern", "frozen_batchnorm", "frozen_params",
+           "lr_scheduler", "mxnet_contexts"]
 
 LOG = logging.getLogger("zoo.train")
 OPTIMIZERS = ("sgd", "nag", "adam", "rmsprop")
@@ -65,7 +66,7 @@ class TrainingInterrupted(TrainingError):
         self.signum, self.exit_status = signum, 128 + signum
 
 
-def contexts(spec):
+def mxnet_contexts(spec):
     """``"cpu"`` or ``"gpu0,1"`` to a list of MXNet contexts."""
     try:
         ids = gpu_ids(spec)
@@ -79,7 +80,7 @@ def bind_training_module(symbol, input_names, shapes, ctx="cpu", fixed=()):
     string): inputs ``input_names`` and ``label`` of ``shapes``, parameters ``fixed`` frozen.
     The Trainer's binding, and the memory benchmark's."""
     module = mx.mod.Module(symbol, data_names=list(input_names), label_names=["label"],
-                           context=contexts(ctx), fixed_param_names=list(fixed))
+                           context=mxnet_contexts(ctx), fixed_param_names=list(fixed))
     module.bind(data_shapes=[(n, shapes[n]) for n in input_names],
                 label_shapes=[("label", shapes["label"])], for_training=True)
     return module
@@ -151,7 +152,9 @@ class TrainerOptions:
     expression of parameter names to keep fixed; ``freeze_bn`` one of the names of BatchNorm
     layers that normalise with their running statistics in training too, with statistics,
     scale and shift all fixed (a frozen batch norm); ``memory_saving`` recomputes activations in
-    backward (:mod:`zoo.engine.memory`); ``seed`` the initialisation and per-epoch seed."""
+    backward (:mod:`zoo.engine.memory`); ``seed`` the initialisation and per-epoch seed;
+    ``dtype`` the precision of the graph's layers, ``fp32`` or ``bf16``
+    (:mod:`zoo.engine.precision`: parameters, optimizer and losses stay fp32)."""
     epochs: int
     batch_size: int
     ctx: str = "cpu"
@@ -160,19 +163,29 @@ class TrainerOptions:
     memory_saving: bool = False
     seed: int = 0
     freeze_bn: Optional[str] = None
+    dtype: str = "fp32"
 
     def __post_init__(self):
-        contexts(self.ctx)
+        mxnet_contexts(self.ctx)
+        if self.dtype == "auto":
+            raise ValueError("dtype auto: resolve it first (zoo.engine.precision.resolve_dtype)")
+        check_dtype(self.dtype, self.ctx)
         if self.epochs < 1 or self.batch_size < 1:
-            raise ValueError("epochs and batch_size must be >= 1, got %d and %d"
-                             % (self.epochs, self.batch_size))
+            raise OptionsError("epochs and batch_size must be >= 1, got %d and %d"
+                               % (self.epochs, self.batch_size))
+        # The one check of the freeze patterns (zoo train's flags are not parsed as such).
         for name in ("freeze", "freeze_bn"):
-            pattern = getattr(self, name)
-            try:
-                re.compile(pattern or "")
-            except re.error as err:
-                raise ValueError("%s %r is not a regular expression: %s"
-                                 % (name, pattern, err)) from None
+            check_pattern(name, getattr(self, name))
+
+
+def check_pattern(name, pattern):
+    """Raise :class:`OptionsError` if ``pattern`` (option ``name``; None: none) is not a
+    regular expression."""
+    try:
+        re.compile(pattern or "")
+    except re.error as err:
+        raise OptionsError("%s %r is not a regular expression: %s"
+                           % (name, pattern, err)) from None
 
 
 @dataclass(frozen=True)
@@ -378,9 +391,11 @@ class Trainer:
 
     def build_module(self):
         """The training graph bound on this run's devices, frozen parameters fixed, frozen
-        batch norms normalising with their running statistics."""
+        batch norms normalising with their running statistics, in the options' precision."""
         shapes = self.model.train_input_shapes(self.options.batch_size, self.loader.max_objects)
         symbol, fixed = self.training_symbol()
+        if self.options.dtype == "bf16":
+            symbol = bf16_training_symbol(symbol, shapes)
         if self.options.memory_saving:
             symbol = memory_saving_symbol(symbol, shapes, fixed)
         return bind_training_module(symbol, self.input_names, shapes, self.options.ctx, fixed)
@@ -408,7 +423,7 @@ class Trainer:
         the same loss normaliser). dist_async applies each worker's sum on its own.
         """
         workers = self.num_workers if self.synchronous else 1
-        return 1.0 / (len(contexts(self.options.ctx)) * workers)
+        return 1.0 / (len(mxnet_contexts(self.options.ctx)) * workers)
 
     def build_optimizer(self, steps_per_epoch):
         """This run's MXNet optimizer, its schedule counted in updates."""

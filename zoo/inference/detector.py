@@ -38,10 +38,11 @@ class MXNetEngine:
         return handle.asnumpy()
 
 
-def load_detector(prefix, epoch=None, ctx=None, exif="apply"):
-    """The :class:`Detector` of a saved artifact (``epoch`` None: its best epoch, else
-    its newest), on ``ctx`` (default CPU); ``exif`` as :class:`Detector` takes it."""
-    return Detector.from_artifact(load_artifact(prefix, epoch, ctx), ctx, exif)
+def load_detector(prefix, epoch=None, ctx=None, exif="apply", data_threads=None):
+    """The :class:`Detector` of a saved artifact, fp32 or int8 (``epoch`` None: its best
+    epoch, else its newest), on ``ctx`` (default CPU); ``exif`` and ``data_threads`` as
+    :class:`Detector` takes them. :func:`zoo.open_detector` opens a deployed file too."""
+    return Detector.from_artifact(load_artifact(prefix, epoch, ctx), ctx, exif, data_threads)
 
 
 class Detector(BatchDetector):
@@ -55,37 +56,43 @@ class Detector(BatchDetector):
     (:attr:`Detections.category_ids`); by default the config's (a model trained on a COCO
     file has the file's), else None. ``exif``: ``"apply"`` (the default) turns a
     photo file as its EXIF orientation says, so boxes are in the frame a viewer shows;
-    ``"ignore"`` keeps the stored pixels (:attr:`Detections.frame` says which). One call
-    at a time: the bound executors are shared by calls.
+    ``"ignore"`` keeps the stored pixels (:attr:`Detections.frame` says which).
+    ``data_threads``: the threads decoding and preprocessing images (default: half the
+    cores, at most 4). ``precision`` and ``epoch``: an artifact's (default fp32, no epoch).
+    One call at a time: the bound executors are shared by calls.
     """
 
     def __init__(self, model, arg_params, aux_params, *, symbol=None, class_names=None,
-                 ctx=None, preprocessing=None, exif="apply", category_ids=None):
+                 ctx=None, preprocessing=None, exif="apply", category_ids=None,
+                 data_threads=None, precision=None, epoch=None):
         symbol = fuse(model.symbol()) if symbol is None else symbol
         if len(symbol.list_outputs()) != 1:
             raise ValueError("a detection graph has one output (B, N, 6), this one has %s"
                              % ", ".join(symbol.list_outputs()))
         self.model = model
+        self.epoch = epoch
         self.predictor = Predictor(symbol, arg_params, aux_params, ctx)
         super().__init__(class_names or default_class_names(model.config),
                          preprocessing or model.preprocessing(), exif,
                          model.config.get("category_ids") if category_ids is None
-                         else category_ids)
+                         else category_ids, data_threads, precision)
 
     @classmethod
-    def from_model(cls, model, ctx=None, exif="apply"):
+    def from_model(cls, model, ctx=None, exif="apply", data_threads=None):
         """A detector on an in-memory model's parameters (initialised first if none)."""
         params = (model.init_params() if model.arg_params is None
                   else (model.arg_params, model.aux_params))
-        return cls(model, *params, ctx=ctx, exif=exif)
+        return cls(model, *params, ctx=ctx, exif=exif, data_threads=data_threads)
 
     @classmethod
-    def from_artifact(cls, artifact, ctx=None, exif="apply"):
-        """The detector of a loaded :class:`zoo.artifact.Artifact`, running its own graph."""
+    def from_artifact(cls, artifact, ctx=None, exif="apply", data_threads=None):
+        """The detector of a loaded :class:`zoo.artifact.Artifact`, running its own graph
+        (an int8 artifact's int8 graph), with its epoch and precision."""
         return cls(artifact.model, artifact.arg_params, artifact.aux_params,
                    symbol=artifact.symbol, class_names=artifact.class_names, ctx=ctx,
                    preprocessing=artifact.preprocessing, exif=exif,
-                   category_ids=artifact.category_ids)
+                   category_ids=artifact.category_ids, data_threads=data_threads,
+                   precision=artifact.precision, epoch=artifact.epoch)
 
     def engine(self):
         return MXNetEngine(self.model, self.predictor)

@@ -1,53 +1,34 @@
-"""Running a detector over a dataset and scoring it: VOC07 11-point and area mAP,
-COCO AP through pycocotools.
+"""Running a detector over a dataset and scoring it: VOC07 11-point and area mAP
+(:func:`voc_scores`), COCO AP through pycocotools (:func:`coco_report`, the one COCO
+scoring of a dataset).
 
 Both metrics measure boxes by the dataset's ``box_convention``
 (:mod:`zoo.data.conventions`): inclusive corners (Pascal VOC) are ``x2 - x1 + 1``
 pixels wide, continuous ones (COCO) ``x2 - x1``. Detections are read in the same
 convention, since the model learnt its boxes from that dataset's ground truth.
 
-MXNet is imported by :func:`predict` only: scoring a deployed detector
-(:func:`dataset_rows`) needs none.
+Any detector runs over a dataset (:func:`dataset_rows`): :class:`zoo.Detector` or a deployed
+one, as :func:`zoo.open_detector` opens them; nothing here loads MXNet.
 """
 import numpy as np
 
 from zoo.data.conventions import pixel_offset
-from zoo.inference.runner import BatchRunner, DatasetImages
-from zoo.metrics import (COCO_STAT_NAMES, VOCMeanAP, category_ap, coco_detections,
-                         coco_evaluator, coco_ground_truth)
+from zoo.inference.runner import DatasetImages
+from zoo.metrics import COCO_STAT_NAMES, VOCMeanAP, coco_detections, coco_ground_truth
+from zoo.metrics.coco import category_ap, coco_evaluator
 
-__all__ = ["coco_report", "coco_scores", "dataset_rows", "evaluate_voc", "in_pixels", "predict",
-           "voc_scores"]
-
-
-def predict(model, arg_params, aux_params, dataset, batch_size=8, num_workers=None,
-            progress=True, ctx=None, symbol=None, preprocessing=None):
-    """Detections for every image of ``dataset``, in order: a list of ``(N, 6)`` arrays of
-    rows ``[class, score, x1, y1, x2, y2]`` normalised to the image, padding rows removed.
-
-    ``symbol`` is the graph to run (e.g. a checkpoint's quantized one); by default the
-    model's inference graph fused for deployment, the graph :class:`zoo.Detector` runs.
-    ``preprocessing`` is how its inputs are made (an artifact's, which may predate the
-    model's own); by default the model's. The images go through the one batch runner
-    (:class:`zoo.inference.runner.BatchRunner`), so the detections do not depend on
-    ``batch_size``."""
-    from zoo.inference.detector import MXNetEngine
-    from zoo.predictor import Predictor, fuse
-    symbol = fuse(model.symbol()) if symbol is None else symbol
-    engine = MXNetEngine(model, Predictor(symbol, arg_params, aux_params, ctx))
-    runner = BatchRunner(preprocessing or model.preprocessing(), engine, num_workers)
-    return _rows(runner, dataset, batch_size, progress)
+__all__ = ["coco_report", "dataset_rows", "in_pixels", "voc_scores"]
 
 
 def dataset_rows(detector, dataset, batch_size=8, progress=True):
-    """What :func:`predict` gives, by any detector (:class:`zoo.Detector`, a deployed ONNX
-    or OpenVINO one): its runner over the dataset's images."""
-    return _rows(detector.runner, dataset, batch_size, progress)
-
-
-def _rows(runner, dataset, batch_size, progress):
-    outputs = runner.outputs(DatasetImages(dataset), batch_size,
-                             progress="evaluating" if progress else None)
+    """Detections for every image of ``dataset``, in order, by any detector
+    (:class:`zoo.Detector`, a deployed ONNX or OpenVINO one): a list of ``(N, 6)`` arrays of
+    rows ``[class, score, x1, y1, x2, y2]`` normalised to the image, padding rows removed.
+    The images go through the detector's batch runner
+    (:class:`zoo.inference.runner.BatchRunner`, its ``data_threads`` decoding), so the
+    detections do not depend on ``batch_size``."""
+    outputs = detector.runner.outputs(DatasetImages(dataset), batch_size,
+                                      progress="evaluating" if progress else None)
     return [rows[rows[:, 0] >= 0] for _, rows, _ in outputs]
 
 
@@ -69,7 +50,7 @@ def voc_scores(dataset, detections):
     """``{"voc07": {...}, "voc_area": {...}}``: per-class AP and ``mAP`` for each metric.
 
     ``detections[i]`` are image ``i``'s rows ``[class, score, x1, y1, x2, y2]`` normalised
-    to the image (as :func:`predict` returns them). Boxes are measured by the dataset's
+    to the image (as :func:`dataset_rows` returns them). Boxes are measured by the dataset's
     box convention (+1 pixel for inclusive ones); ties are broken as
     :class:`zoo.metrics.VOCMeanAP` documents (GluonCV's order).
     """
@@ -88,12 +69,6 @@ def voc_scores(dataset, detections):
         for metric in metrics.values():
             metric.update(*inputs)
     return {name: dict(zip(*metric.get())) for name, metric in metrics.items()}
-
-
-def coco_scores(dataset, detections, results_json=None, category_ids=None):
-    """COCO AP, AP50, AP75, ... (difficult objects count as crowd regions): the stats of
-    :func:`coco_report`."""
-    return coco_report(dataset, detections, results_json, category_ids)[0]
 
 
 def coco_report(dataset, detections, results_json=None, category_ids=None):
@@ -136,9 +111,3 @@ def coco_truth(dataset, image_ids, offset, category_ids):
     return own if own is not None else coco_ground_truth(
         dataset.records, dataset.class_names, image_ids, pixel_offset=offset,
         category_ids=category_ids)
-
-
-def evaluate_voc(model, arg_params, aux_params, dataset, **predict_options):
-    """Predict on ``dataset`` and return :func:`voc_scores`."""
-    return voc_scores(dataset, predict(model, arg_params, aux_params, dataset,
-                                       **predict_options))

@@ -2,8 +2,8 @@
 the graph; loads no MXNet.
 
 :class:`BatchRunner` serves every path that runs a detection graph over many images:
-:class:`zoo.Detector` and the ONNX detector (:class:`BatchDetector`), evaluation on a
-dataset split (:func:`zoo.inference.evaluation.predict`) and int8 calibration
+:class:`zoo.Detector` and the ONNX and OpenVINO detectors (:class:`BatchDetector`), also
+on a dataset split (:func:`zoo.inference.evaluation.dataset_rows`), and int8 calibration
 (:func:`zoo.inference.quantization.calibration_iter`). It decodes the images (an
 :class:`ImageList` of files or arrays, or a dataset's :class:`DatasetImages`) on worker
 threads of normal priority a few batches ahead of the running one (an image no worker has
@@ -340,14 +340,22 @@ class BatchDetector(abc.ABC):
     :mod:`zoo.schema.preprocessing`) makes the graph's inputs; ``exif`` is ``"apply"`` (photos
     turned as their EXIF orientation says, boxes in the frame a viewer shows) or ``"ignore"``
     (the stored pixels); ``category_ids``: each label's COCO category id, or None (see
-    :class:`Detections`). One call at a time: an engine may share state between calls.
+    :class:`Detections`); ``data_threads``: the threads that decode and preprocess images
+    (default :func:`preparing_threads`), whatever runtime runs the graph; ``precision``:
+    ``{"dtype": "fp32"}`` (the default) or an int8 model's, with its calibration. One call
+    at a time: an engine may share state between calls.
     """
 
-    def __init__(self, class_names, preprocessing, exif="apply", category_ids=None):
+    epoch = None
+    """The artifact epoch the detector runs; None for a deployed file or a model in memory."""
+
+    def __init__(self, class_names, preprocessing, exif="apply", category_ids=None,
+                 data_threads=None, precision=None):
         self.exif = check_exif_choice(exif)
         self.class_names = list(class_names)
         self.category_ids = None if category_ids is None else list(category_ids)
-        self.runner = BatchRunner(preprocessing, self.engine())
+        self.precision = dict(precision or {"dtype": "fp32"})
+        self.runner = BatchRunner(preprocessing, self.engine(), data_threads)
         self.transform = self.runner.transform
 
     @abc.abstractmethod

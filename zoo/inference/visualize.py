@@ -14,6 +14,7 @@ from matplotlib.ticker import MaxNLocator
 
 from zoo.inference.runner import Detections, label_names, rgb_image
 from zoo.errors import DataError
+from zoo.runfiles import LOG_SUFFIX, health_path
 
 __all__ = ["ENCODINGS", "class_color", "draw", "draw_boxes", "draw_detections", "encode_image",
            "log_health_warnings", "pixel_box", "plot_training_log", "save_image", "save_png"]
@@ -23,7 +24,6 @@ FONT = cv2.FONT_HERSHEY_SIMPLEX
 HUE_STEP = 0.618033988749895
 LABEL_PADDING = 2
 MAP_COLUMN = "val_map"
-LOG_SUFFIX = "-log.csv"
 """A training run's CSV log is ``<prefix>-log.csv``."""
 ENCODINGS = {".jpg": ".jpg", ".jpeg": ".jpg", ".png": ".png", ".bmp": ".bmp", ".tif": ".tiff",
              ".tiff": ".tiff", ".webp": ".webp"}
@@ -225,7 +225,6 @@ def log_health_warnings(csv_path):
     (``<prefix>-log.csv`` beside ``<prefix>-health.json``) and its warnings, each a dict with
     ``check``, ``epoch`` (from 1; None: before training) and ``message``; ``(None, [])``
     where there is none (a log of another name, or a run with ``--no-health``)."""
-    from zoo.engine.health.summary import health_path  # the engine loads MXNet's modules
     name = str(csv_path)
     if not name.endswith(LOG_SUFFIX):
         return None, []

@@ -9,7 +9,8 @@ import numpy as np
 from zoo.data.factory import COCO_ANNOTATIONS, COCO_IMAGES, coco_path, open_dataset
 from zoo.errors import DataError, OptionsError
 
-__all__ = ["DataSplit", "class_lookup", "first_images", "open_for_artifact", "relabel"]
+__all__ = ["DataSplit", "checkpoint_name", "class_lookup", "first_images", "open_for_artifact",
+           "relabel"]
 
 
 @dataclass(frozen=True)
@@ -59,19 +60,27 @@ def first_images(dataset, count):
     return [dataset.image_path(i) or dataset[i][0] for i in range(min(count, len(dataset)))]
 
 
-def open_for_artifact(split, loaded, class_map=None):
+def checkpoint_name(checkpoint, epoch):
+    """How messages name a checkpoint: ``PREFIX-NNNN`` for an artifact's epoch, a deployed
+    file (``epoch`` None) by its path."""
+    return checkpoint if epoch is None else "%s-%04d" % (checkpoint, epoch)
+
+
+def open_for_artifact(split, class_names, source, class_map=None):
     """The dataset of ``split`` (a :class:`DataSplit`) and the artifact label of each dataset
-    class (see :func:`class_lookup`). With ``skip_bad`` every image is decoded first and the
-    bad ones dropped (one warning with the count), since the job's loader stops at a bad
-    image; without it that first bad image already stops the job with one line."""
+    class (see :func:`class_lookup`): ``class_names`` are the artifact's (or deployed
+    file's), ``source`` its :func:`checkpoint_name`. With ``skip_bad`` every image is
+    decoded first and the bad ones dropped (one warning with the count), since the job's
+    loader stops at a bad image; without it that first bad image already stops the job with
+    one line."""
     dataset = split.open()
-    lookup = class_lookup(split, list(dataset.class_names), loaded, class_map)
+    lookup = class_lookup(split, list(dataset.class_names), class_names, source, class_map)
     if split.skip_bad:
         dataset.verify(skip_bad=True, num_workers=split.threads)
     return dataset, lookup
 
 
-def class_lookup(split, names, loaded, class_map=None):
+def class_lookup(split, names, artifact_names, source, class_map=None):
     """For each artifact label, the dataset class id it scores as (-1: its detections are
     dropped).
 
@@ -82,9 +91,7 @@ def class_lookup(split, names, loaded, class_map=None):
     else to the artifact class of the same name: for a dataset of a subset of the classes,
     or of renamed ones.
     """
-    artifact_names = list(loaded.class_names)
-    source = (loaded.prefix if loaded.epoch is None  # a deployed file
-              else "%s-%04d" % (loaded.prefix, loaded.epoch))
+    artifact_names = list(artifact_names)
     if class_map is None:
         if names != artifact_names:
             raise DataError("%s: classes %s are not those of %s, %s (the same names in the "

@@ -1,11 +1,12 @@
-"""Draw an artifact's detections (boxes, class names, scores) on an image, written in the
-format the output file's extension names (PNG, JPEG, ...)."""
+"""Draw a checkpoint's detections (boxes, class names, scores) on an image, written in the
+format the output file's extension names (PNG, JPEG, ...): an artifact's (fp32 or int8), or a
+deployed ``.onnx`` or ``.xml`` file's (:func:`zoo.open_detector`)."""
 import os
 from dataclasses import dataclass
 from typing import Optional
 
-from zoo.inference.detector import load_detector
 from zoo.errors import OptionsError
+from zoo.checkpoint import open_detector
 from zoo.inference.visualize import ENCODINGS, draw, save_image
 
 __all__ = ["DemoOptions", "demo"]
@@ -13,7 +14,7 @@ __all__ = ["DemoOptions", "demo"]
 
 @dataclass(frozen=True)
 class DemoOptions:
-    checkpoint: str
+    checkpoint: str                      # artifact prefix (fp32, int8), .onnx or .xml file
     image: str
     output: str = "detections.png"
     epoch: Optional[int] = None          # None: the best validated epoch, else the newest
@@ -29,7 +30,7 @@ class DemoOptions:
 
 def demo(options):
     """Detect on the image, write the drawing; returns the :class:`zoo.Detections` drawn."""
-    detections = load_detector(options.checkpoint, options.epoch, exif=options.exif)(
+    detections = open_detector(options.checkpoint, options.epoch, exif=options.exif)(
         options.image, score_threshold=options.threshold)
     os.makedirs(os.path.dirname(os.path.abspath(options.output)), exist_ok=True)
     save_image(options.output, draw(options.image, detections))

@@ -41,11 +41,12 @@ import numpy as np
 from zoo import runlock
 from zoo.errors import DataError, Interrupted, OptionsError
 from zoo.filenames import unique_components
+from zoo.checkpoint import open_detector
 from zoo.inference.inputs import LIST_PREFIX, InputImages, Skipped, expand_inputs, is_inside
 from zoo.inference.visualize import ENCODINGS, draw, pixel_box, save_image
 from zoo.signals import stop_signals
 
-__all__ = ["DetectOptions", "DetectSummary", "FORMATS", "detect", "open_detector"]
+__all__ = ["DetectOptions", "DetectSummary", "FORMATS", "detect"]
 
 LOG = logging.getLogger(__name__)
 RESULTS_FILE = "results.json"
@@ -98,9 +99,6 @@ class DetectOptions:
         if self.image_format not in (None,) + FORMATS:
             raise OptionsError("image_format must be one of %s, got %r"
                                % (", ".join(FORMATS), self.image_format))
-        if self.checkpoint.endswith(".onnx") and self.epoch is not None:
-            raise OptionsError("epoch %d: an ONNX file holds one set of weights, it has no "
-                               "epochs" % self.epoch)
 
 
 @dataclass(frozen=True)
@@ -116,17 +114,6 @@ class DetectSummary:
         left_out = ", %d left out" % self.left_out if self.left_out else ""
         return ("%d images, %d detections, %d skipped%s; results in %s"
                 % (self.images, self.detections, self.skipped, left_out, self.output))
-
-
-def open_detector(checkpoint, epoch=None, exif="apply"):
-    """The detector of ``checkpoint``, on the runtime its file asks for: a ``.onnx`` file
-    on ONNX Runtime, an OpenVINO ``.xml`` on OpenVINO, an artifact prefix (fp32 or int8) on
-    MXNet; ``exif`` as :class:`zoo.Detector` takes it."""
-    from zoo.onnx.deployed import is_deployed, load_deployed_detector
-    if is_deployed(checkpoint):
-        return load_deployed_detector(checkpoint, exif=exif)
-    from zoo.inference.detector import load_detector
-    return load_detector(checkpoint, epoch, exif=exif)
 
 
 def class_filter(class_names, wanted):
@@ -340,7 +327,7 @@ def check_output(output, exist_ok):
 def detect(options, detector=None):
     """Detect on every input of ``options`` (a :class:`DetectOptions`) and write the
     outputs; returns a :class:`DetectSummary`. ``detector``: one already loaded (any
-    :class:`zoo.inference.runner.BatchDetector`), else :func:`open_detector` of the
+    :class:`zoo.inference.runner.BatchDetector`), else :func:`zoo.open_detector` of the
     options' checkpoint.
 
     SIGINT or SIGTERM (in the main thread) stops the run once the images being detected
@@ -348,7 +335,8 @@ def detect(options, detector=None):
     (results.jsonl still lists every picture written)."""
     check_output(options.output, options.exist_ok)  # before the slow part: refused at once
     with stop_signals(stopped_before_detecting):
-        detector = detector or open_detector(options.checkpoint, options.epoch, options.exif)
+        detector = detector or open_detector(options.checkpoint, options.epoch,
+                                             exif=options.exif)
         labels = class_filter(detector.class_names, options.classes)
         expanded = gather_inputs(options)
         with runlock.hold(os.path.join(options.output, LOCK_FILE),

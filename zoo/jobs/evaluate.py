@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from typing import Optional, Tuple
 
 from zoo.errors import OptionsError
-from zoo.inference.evaluation import coco_report, dataset_rows, predict, voc_scores
-from zoo.jobs.datasets import DataSplit, open_for_artifact, relabel
-from zoo.jobs.deployed import is_deployed, load_deployed
+from zoo.checkpoint import open_detector
+from zoo.inference.evaluation import coco_report, dataset_rows, voc_scores
+from zoo.jobs.datasets import DataSplit, checkpoint_name, open_for_artifact, relabel
 
 __all__ = ["EvalOptions", "evaluate", "format_table"]
 
@@ -23,7 +23,7 @@ class EvalOptions:
     dataset: str = "voc"
     split: str = "val"
     batch_size: int = 8
-    data_threads: Optional[int] = None
+    data_threads: Optional[int] = None   # decoding images (and checking them for skip_bad)
     skip_bad: bool = False
     annotations: Optional[str] = None    # coco: the annotation file ({split}: the split)
     image_dir: Optional[str] = None      # coco: the image folder ({split}: the split)
@@ -48,26 +48,31 @@ class EvalResult:
 
 
 def evaluate(options):
-    """Predict on every image of the split, score, and write the results JSON (and the COCO
-    detections beside it)."""
-    loaded = _loaded(options)
+    """Detect on every image of the split with :func:`zoo.open_detector` of the checkpoint,
+    score, and write the results JSON (and the COCO detections beside it)."""
+    detector = open_detector(options.checkpoint, options.epoch,
+                             data_threads=options.data_threads)
     split = DataSplit(options.dataset, options.data_root, options.split, options.skip_bad,
                       options.data_threads, options.annotations, options.image_dir)
-    dataset, lookup = open_for_artifact(split, loaded, options.class_map)
-    scoring = {"checkpoint": options.checkpoint, "epoch": loaded.epoch, "data": str(split),
+    dataset, lookup = open_for_artifact(split, detector.class_names,
+                                        checkpoint_name(options.checkpoint, detector.epoch),
+                                        options.class_map)
+    scoring = {"checkpoint": options.checkpoint, "epoch": detector.epoch, "data": str(split),
                "data_files": split.files(),
                "class_map": None if options.class_map is None else dict(options.class_map)}
-    output = options.output or default_output(options, loaded)
+    output = options.output or default_output(options, detector.epoch)
     if not options.output:
         check_replaceable(output, scoring)
     # Before the predictions: a folder that cannot be made fails now, not after them.
     os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
-    detections = relabel(predicted(loaded, dataset, options), lookup)
+    detections = relabel(dataset_rows(detector, dataset, options.batch_size, options.progress),
+                         lookup)
     coco, coco_classes = coco_report(
         dataset, detections, results_json=os.path.splitext(output)[0] + "-detections.json",
-        category_ids=dataset_category_ids(loaded.category_ids, lookup, len(dataset.class_names)))
+        category_ids=dataset_category_ids(detector.category_ids, lookup,
+                                          len(dataset.class_names)))
     result = EvalResult(
-        epoch=loaded.epoch, images=len(dataset), precision=loaded.precision,
+        epoch=detector.epoch, images=len(dataset), precision=detector.precision,
         class_names=list(dataset.class_names), voc=voc_scores(dataset, detections),
         coco=coco, coco_classes=coco_classes, output=output)
     with open(output, "w") as stream:
@@ -77,12 +82,11 @@ def evaluate(options):
     return result
 
 
-def default_output(options, loaded):
-    """``<checkpoint>-eval-<what>.json`` (a deployed file's name without its extension):
-    ``what`` is the split, or the stem of an annotation file named without ``{split}``
-    (scoring ``train.json`` never writes over a score of ``val.json``)."""
-    base = os.path.splitext(options.checkpoint)[0] if loaded.epoch is None \
-        else options.checkpoint
+def default_output(options, epoch):
+    """``<checkpoint>-eval-<what>.json`` (a deployed file's name, ``epoch`` None, without its
+    extension): ``what`` is the split, or the stem of an annotation file named without
+    ``{split}`` (scoring ``train.json`` never writes over a score of ``val.json``)."""
+    base = os.path.splitext(options.checkpoint)[0] if epoch is None else options.checkpoint
     what = options.split
     if options.annotations and "{split}" not in options.annotations:
         what = os.path.splitext(os.path.basename(options.annotations))[0]
@@ -116,17 +120,6 @@ def check_replaceable(output, scoring):
                        "file with --output (this name to replace it)" % (output, held))
 
 
-def _loaded(options):
-    """The artifact, or the deployed file, ``checkpoint`` names."""
-    if not is_deployed(options.checkpoint):
-        from zoo import artifact  # MXNet's: a deployed file is scored without it
-        return artifact.load(options.checkpoint, options.epoch)
-    if options.epoch is not None:
-        raise OptionsError("epoch %d: %s is a deployed file, of one epoch; give no epoch"
-                           % (options.epoch, options.checkpoint))
-    return load_deployed(options.checkpoint)
-
-
 def dataset_category_ids(category_ids, lookup, num_classes):
     """The COCO category id of each dataset class, the detector's (``category_ids``, per
     label) of the label it is matched with (``lookup``: the dataset class of each label);
@@ -139,17 +132,6 @@ def dataset_category_ids(category_ids, lookup, num_classes):
         if class_id >= 0:
             ids[class_id] = category_ids[label]
     return ids
-
-
-def predicted(loaded, dataset, options):
-    """Every image's detection rows (see :func:`zoo.inference.evaluation.predict`) by an artifact or
-    a deployed detector."""
-    if is_deployed(loaded.prefix):
-        return dataset_rows(loaded.detector, dataset, options.batch_size, options.progress)
-    return predict(loaded.model, loaded.arg_params, loaded.aux_params, dataset,
-                   batch_size=options.batch_size, num_workers=options.data_threads,
-                   progress=options.progress, symbol=loaded.symbol,
-                   preprocessing=loaded.preprocessing)
 
 
 def format_table(class_names, scores):

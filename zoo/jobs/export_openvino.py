@@ -88,7 +88,8 @@ def calibration_images(source, split, options):
     """The first ``calib_images`` images of ``split``: files, or decoded where the dataset
     keeps them in a record file. An artifact's classes must be the dataset's (or mapped)."""
     if hasattr(source, "class_names"):  # an artifact: calibrate on its own objects
-        dataset, _ = open_for_artifact(split, source, options.class_map)
+        dataset, _ = open_for_artifact(split, source.class_names, source_name(source, options),
+                                       options.class_map)
     else:
         dataset = split.open()
     if len(dataset) == 0:

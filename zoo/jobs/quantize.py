@@ -8,7 +8,7 @@ from typing import Optional, Tuple
 from zoo import artifact, runlock
 from zoo.errors import DataError
 from zoo.inference.quantization import calibration_iter, int8_layers, quantize as quantize_graph
-from zoo.jobs.datasets import DataSplit, open_for_artifact
+from zoo.jobs.datasets import DataSplit, checkpoint_name, open_for_artifact
 
 __all__ = ["QuantizeOptions", "quantize"]
 
@@ -57,7 +57,9 @@ def _quantize(options, output):
     check_output(output, options.checkpoint, source.epoch)
     split = DataSplit(options.dataset, options.data_root, options.split, options.skip_bad,
                       options.data_threads, options.annotations, options.image_dir)
-    dataset, _ = open_for_artifact(split, source, options.class_map)
+    dataset, _ = open_for_artifact(split, source.class_names,
+                                   checkpoint_name(options.checkpoint, source.epoch),
+                                   options.class_map)
     if len(dataset) < options.batch_size:
         raise DataError("%s: %d images, fewer than one calibration batch of %d"
                         % (split, len(dataset), options.batch_size))

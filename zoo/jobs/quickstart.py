@@ -14,6 +14,7 @@ from zoo.jobs.demo import DemoOptions, demo
 from zoo.jobs.evaluate import EvalOptions, evaluate
 from zoo.jobs.export import ExportOptions, export
 from zoo.jobs.train import TrainOptions, train
+from zoo.runfiles import log_path
 
 __all__ = ["EPOCHS", "NETWORK", "QuickstartOptions", "TARGET_MAP", "python_line", "quickstart",
            "train_options"]
@@ -40,7 +41,7 @@ class QuickstartResult:
     picture: str
     voc07_map: float
     coco_ap: float
-    python_line: str                     # one shell line using the trained detector
+    python_line: str                     # one shell line using the trained detector (MXNet)
     onnx_path: str                       # the detector exported to ONNX
     onnx_parity: object                  # a zoo.onnx.parity.Parity against MXNet
     onnx_python_line: str                # one shell line using it on ONNX Runtime
@@ -65,7 +66,7 @@ def quickstart(options):
     results = evaluate(EvalOptions(checkpoint=prefix, data_root=root, split="val",
                                    output=prefix + "-eval-val.json",  # this run's, anew
                                    progress=options.progress))
-    curves = plot_training_log(prefix + "-log.csv", prefix + "-log.png")
+    curves = plot_training_log(log_path(prefix), prefix + "-log.png")
     held_out = VOCDataset(root, "val")
     image = held_out.image_path(0)
     picture = os.path.join(options.output_dir, "demo.png")
@@ -77,8 +78,7 @@ def quickstart(options):
                             picture=picture, voc07_map=results.voc["voc07"]["mAP"],
                             coco_ap=results.coco["AP"], python_line=python_line(prefix, image),
                             onnx_path=exported.path, onnx_parity=exported.parity,
-                            onnx_python_line=python_line(exported.path, image,
-                                                         "load_onnx_detector"))
+                            onnx_python_line=python_line(exported.path, image))
 
 
 def shell_path(path):
@@ -87,9 +87,10 @@ def shell_path(path):
     return os.path.abspath(path) if relative.startswith(os.pardir) else relative
 
 
-def python_line(path, image, loader="load_detector"):
-    """The shell line that loads the trained detector at ``path`` with ``zoo.<loader>`` and
-    prints its detections on ``image``, runnable as printed from the working folder."""
-    code = "import zoo; print(zoo.%s(%s)(%s))" % (
-        loader, json.dumps(shell_path(path)), json.dumps(shell_path(image)))
+def python_line(path, image):
+    """The shell line that opens the trained detector at ``path`` (an artifact prefix or a
+    deployed file) with :func:`zoo.open_detector` and prints its detections on ``image``,
+    runnable as printed from the working folder."""
+    code = "import zoo; print(zoo.open_detector(%s)(%s))" % (
+        json.dumps(shell_path(path)), json.dumps(shell_path(image)))
     return "%s -c %s" % (shlex.quote(shell_path(sys.executable)), shlex.quote(code))

@@ -24,6 +24,7 @@ from zoo.engine.health.reference import ConfusionMatrix, ReferenceCheck, referen
 from zoo.engine.health.report import HealthReport
 from zoo.engine.health.summary import HealthSummary
 from zoo.engine.hooks import DivergenceCheck, ProgressBar, default_hooks, last_checkpoint_note
+from zoo.engine.precision import resolve_dtype
 from zoo.engine.trainer import OptimizerOptions, Trainer, TrainerOptions, TrainingInterrupted
 from zoo.errors import OptionsError
 from zoo.model import build_model
@@ -92,6 +93,8 @@ class TrainOptions:
     overfit_batch: Optional[int] = None  # at most this many steps on one fixed batch,
                                          # passing once the loss is below 10% of its start
                                          # (zoo.engine.health.overfit); no checkpoint
+    dtype: str = "fp32"                  # fp32, bf16 or auto: the layers' precision
+                                         # (zoo.engine.precision)
 
 
 @dataclass(frozen=True)
@@ -132,9 +135,10 @@ def make_trainer(options, kvstore=None):
     if options.overfit_batch:
         return make_overfit_trainer(options, kvstore)
     rank, num_workers = (kvstore.rank, kvstore.num_workers) if kvstore is not None else (0, 1)
+    precision, note = resolve_dtype(options.dtype, options.ctx)
     train_set, val_set = open_data(options, rank, num_workers)
     model = build_train_model(options, train_set.class_names, train_set.category_ids)
-    LOG.info("%s", header_line(options, model, len(train_set)))
+    LOG.info("%s", header_line(options, model, len(train_set), precision, note))
     health = HealthReport()
     if options.health and rank == 0:
         LOG.info("first batch, as the network gets it: %s", picture_path(options.output_dir))
@@ -152,7 +156,7 @@ def make_trainer(options, kvstore=None):
                           overwrite=options.overwrite, progress=options.progress,
                           run=run_record(options),
                           checks=health_checks(options, prefix, train_set, val_set, model))
-    return Trainer(model, loader, trainer_options(options), optimizer_options(options),
+    return Trainer(model, loader, trainer_options(options, precision), optimizer_options(options),
                    hooks=hooks, kvstore=kvstore, initial_params=initial_params(options, model),
                    health=health)
 
@@ -166,12 +170,14 @@ def make_overfit_trainer(options, kvstore=None):
         if value:
             raise OptionsError("--overfit-batch trains one process from the start, "
                                "alone: drop %s %s" % (flag, value))
+    precision, note = resolve_dtype(options.dtype, options.ctx)
     train_set = data_split(options, options.train_split).open()
     check_batch_size(options, len(train_set), 1)
     model = build_train_model(options, train_set.class_names, train_set.category_ids)
     LOG.info("overfit-batch: up to %d steps of %s on the first %d images of %s, without "
-             "augmentation or weight decay", options.overfit_batch, model.name,
-             options.batch_size, data_split(options, options.train_split))
+             "augmentation or weight decay, %s", options.overfit_batch, model.name,
+             options.batch_size, data_split(options, options.train_split),
+             precision_words(precision, note))
     loader = OneBatchLoader(DetectionLoader(
         train_set, options.batch_size, inference_transform(model.preprocessing()),
         shuffle=False, seed=options.seed, num_workers=options.data_threads,
@@ -179,7 +185,7 @@ def make_overfit_trainer(options, kvstore=None):
         skip_bad=options.skip_bad), options.overfit_batch)
     hooks = [DivergenceCheck(os.path.join(options.output_dir, model.name)),
              OverfitCheck(loader)] + ([ProgressBar()] if options.progress else [])
-    return Trainer(model, loader, replace(trainer_options(options), epochs=1),
+    return Trainer(model, loader, replace(trainer_options(options, precision), epochs=1),
                    replace(optimizer_options(options), wd=0.0, lr_steps=(), warmup_epochs=0.0),
                    hooks=hooks, initial_params=initial_params(options, model),
                    health=HealthReport())
@@ -269,15 +275,21 @@ def data_split(options, split):
                      options.data_threads, options.annotations, options.image_dir)
 
 
-def header_line(options, model, images):
-    """What a run trains, on what, and where its artifact goes, in one line."""
+def header_line(options, model, images, precision="fp32", note=None):
+    """What a run trains, on what, in which precision (and, for ``--dtype auto``, why:
+    ``note``) and where its artifact goes, in one line."""
     names = model.config["class_names"]
     shown = ", ".join(names[:CLASSES_SHOWN]) + (", ..." if len(names) > CLASSES_SHOWN else "")
     return ("training %s: %d images of %s, %d classes (%s), %s parameters, batch %d, "
-            "%d epochs, output %s" % (
+            "%d epochs, %s, output %s" % (
                 model.name, images, data_split(options, options.train_split), len(names),
                 shown, "{:,}".format(model.num_params()), options.batch_size, options.epochs,
-                os.path.join(options.output_dir, model.name)))
+                precision_words(precision, note), os.path.join(options.output_dir, model.name)))
+
+
+def precision_words(precision, note=None):
+    """``bf16`` or ``fp32``, with why ``--dtype auto`` chose it."""
+    return precision + (" (%s)" % note if note else "")
 
 
 def eval_command(options, prefix):
@@ -322,11 +334,20 @@ def check_batch_size(options, samples, num_workers):
                                else ""))
 
 
-def trainer_options(options):
+def trainer_options(options, precision):
+    """The Trainer's options; ``precision`` is the resolved ``dtype`` (fp32 or bf16)."""
     return TrainerOptions(epochs=options.epochs, batch_size=options.batch_size,
                           ctx=options.ctx, kv_store=options.kv_store,
                           freeze=options.freeze or None, memory_saving=options.memory_saving,
-                          seed=options.seed, freeze_bn=options.freeze_bn or None)
+                          seed=options.seed, freeze_bn=options.freeze_bn or None,
+                          dtype=precision)
+
+
+def check_options(options):
+    """Refuse options the trainer's or the optimizer's options would (the dtype, the freeze
+    patterns, the lr schedule, ...): they are built here for their checks alone."""
+    trainer_options(options, resolve_dtype(options.dtype, options.ctx)[0])
+    optimizer_options(options)
 
 
 def optimizer_options(options):
@@ -352,6 +373,8 @@ def resume_prefix(options, model_name):
 
 def train(options):
     """Run the training; returns its :class:`TrainResult`."""
+    # Refused before the output folder or a cluster is touched.
+    check_options(options)
     kvstore, worker_log = None, None
     if is_distributed(options.kv_store):
         kvstore = create_dist_kvstore(options.kv_store, options.connect_timeout)

@@ -5,7 +5,8 @@ covers ``[x, x + width)``. Corners are turned into them with
 ``width = x2 - x1 + pixel_offset``: 0 for continuous corners (COCO's own), 1 for
 inclusive ones (Pascal VOC's, where x2 is the last pixel), so that ground truth and
 detections of an inclusive dataset are scored on the pixels they cover, as the VOC
-metric scores them. ``zoo.inference.evaluation.coco_scores`` picks the offset from the dataset.
+metric scores them. :func:`zoo.inference.evaluation.coco_report`, the one COCO scoring of a
+dataset, picks the offset from the dataset and runs pycocotools through :func:`coco_evaluator`.
 Category ids are class id + 1 unless given.
 
 Tied scores keep pycocotools' order: its stable sorts rank equal scores in the order
@@ -23,7 +24,7 @@ from pycocotools.cocoeval import COCOeval
 
 from zoo.metrics.arrays import as_text, check_pixel_offset, to_numpy
 
-__all__ = ["COCO_STAT_NAMES", "category_ap", "coco_detections", "coco_eval", "coco_evaluator",
+__all__ = ["COCO_STAT_NAMES", "category_ap", "coco_detections", "coco_evaluator",
            "coco_ground_truth", "corners_to_xywh", "default_category_id"]
 
 # Names of COCOeval.stats, in order.
@@ -215,13 +216,6 @@ def load_detections(coco_gt, detections):
                               "annotations": []})
 
 
-def coco_eval(ground_truth, detections, results_json=None, verbose=False):
-    """COCO box AP of ``detections`` against ``ground_truth``: {stat name: value} of
-    :func:`coco_evaluator`'s run."""
-    evaluator = coco_evaluator(ground_truth, detections, results_json, verbose)
-    return dict(zip(COCO_STAT_NAMES, (float(v) for v in evaluator.stats)))
-
-
 def category_ap(evaluator):
     """``{category id: AP}`` of a run :func:`coco_evaluator`: AP at IoU .50:.95 over every
     area with 100 detections per image, as the ``AP`` stat but per category (-1 for one
@@ -237,7 +231,9 @@ def category_ap(evaluator):
 
 def coco_evaluator(ground_truth, detections, results_json=None, verbose=False):
     """pycocotools' ``COCOeval`` of ``detections`` against ``ground_truth``, evaluated,
-    accumulated and summarised (``stats``, ``eval``).
+    accumulated and summarised (``stats``, ``eval``): the step of
+    :func:`zoo.inference.evaluation.coco_report` that runs pycocotools, which scores a
+    dataset (call that one).
 
     ``ground_truth``: COCO JSON path, ground-truth dict (see ``coco_ground_truth``)
     or pycocotools ``COCO``. ``detections``: dicts with ``image_id``,

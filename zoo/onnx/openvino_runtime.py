@@ -48,11 +48,11 @@ ONNX_TYPES = {"f32": "tensor(float)", "f16": "tensor(float16)", "i64": "tensor(i
 reads a port's ``type``."""
 
 
-def load_openvino_detector(path, threads=None, exif="apply"):
+def load_openvino_detector(path, threads=None, exif="apply", data_threads=None):
     """The :class:`OpenVinoDetector` of a deployed ``PREFIX.xml``; an IR that does not load
     (its ``.bin`` missing or not its own included) is an :class:`~zoo.errors.OnnxModelError`,
     one line naming the file."""
-    return OpenVinoDetector(path, threads, exif)
+    return OpenVinoDetector(path, threads, exif, data_threads)
 
 
 class OpenVinoDetector(BatchDetector):
@@ -60,13 +60,15 @@ class OpenVinoDetector(BatchDetector):
     ``.xml``) on the CPU: called as :class:`zoo.Detector` is, it gives the same
     :class:`zoo.Detections`.
 
-    ``threads``: the threads a pass runs on (default OpenVINO's, one per physical core).
+    ``threads``: the threads a pass runs on (default OpenVINO's, one per physical core);
+    ``exif`` and ``data_threads`` (the threads decoding images) as :class:`zoo.Detector`
+    takes them.
     Layers not quantized run in fp32 (not the bf16 OpenVINO would pick on CPUs with bf16
     units). ``network``, ``class_names``, ``category_ids``, ``preprocessing``,
     ``graph_preprocessing`` and ``precision`` are the file's metadata. One call at a time.
     """
 
-    def __init__(self, path, threads=None, exif="apply"):
+    def __init__(self, path, threads=None, exif="apply", data_threads=None):
         self.path = os.fspath(path)
         core = shared_core()
         model = read_model(core, self.path)
@@ -76,14 +78,16 @@ class OpenVinoDetector(BatchDetector):
         self.graph_preprocessing = metadata_value(self.path, metadata, "zoo.graph_preprocessing",
                                                   GRAPH_PREPROCESSING)
         self.preprocessing = metadata_json(self.path, metadata, "zoo.preprocessing")
-        self.precision = json.loads(metadata.get("zoo.precision", '{"dtype": "fp32"}'))
+        # IRs of earlier versions have no precision: fp32 (BatchDetector's default).
+        precision = json.loads(metadata["zoo.precision"]) if "zoo.precision" in metadata else None
         self.image_input = IMAGE_INPUTS[self.graph_preprocessing]
         self.input_names = check_graph(self.path, Signature(model), self.image_input,
                                        self.preprocessing)
         self.compiled = core.compile_model(model, "CPU", compile_config(threads))
         self.request = self.compiled.create_infer_request()
         super().__init__(metadata_json(self.path, metadata, "zoo.class_names"),
-                         self.preprocessing, exif, category_ids(self.path, metadata))
+                         self.preprocessing, exif, category_ids(self.path, metadata),
+                         data_threads, precision)
 
     def engine(self):
         return self

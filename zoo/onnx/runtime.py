@@ -53,10 +53,10 @@ JSON_METADATA = {
 }
 
 
-def load_onnx_detector(path, providers=None, threads=None, exif="apply"):
+def load_onnx_detector(path, providers=None, threads=None, exif="apply", data_threads=None):
     """The :class:`OnnxDetector` of an exported ``PREFIX.onnx`` file; a file that does not
     load is an :class:`~zoo.errors.OnnxModelError`, one line naming it."""
-    return OnnxDetector(path, providers, threads, exif)
+    return OnnxDetector(path, providers, threads, exif, data_threads)
 
 
 class OnnxDetector(BatchDetector):
@@ -65,12 +65,13 @@ class OnnxDetector(BatchDetector):
 
     ``providers`` are ONNX Runtime's execution providers, in order of preference (default
     the CPU's); ``threads`` the threads a pass runs on (default ONNX Runtime's, one per
-    physical core); ``exif`` as :class:`zoo.Detector` takes it (default ``"apply"``).
+    physical core); ``exif`` and ``data_threads`` (the threads decoding images) as
+    :class:`zoo.Detector` takes them.
     ``network``, ``class_names``, ``category_ids``, ``preprocessing`` and
     ``graph_preprocessing`` are the file's metadata. One call at a time.
     """
 
-    def __init__(self, path, providers=None, threads=None, exif="apply"):
+    def __init__(self, path, providers=None, threads=None, exif="apply", data_threads=None):
         self.path = os.fspath(path)
         self.session = open_session(self.path, providers, threads)
         metadata = self.session.get_modelmeta().custom_metadata_map
@@ -80,7 +81,8 @@ class OnnxDetector(BatchDetector):
                                                   GRAPH_PREPROCESSING)
         self.preprocessing = metadata_json(self.path, metadata, "zoo.preprocessing")
         super().__init__(metadata_json(self.path, metadata, "zoo.class_names"),
-                         self.preprocessing, exif, category_ids(self.path, metadata))
+                         self.preprocessing, exif, category_ids(self.path, metadata),
+                         data_threads)
         self.image_input = IMAGE_INPUTS[self.graph_preprocessing]
         self.input_names = check_graph(self.path, self.session, self.image_input,
                                        self.preprocessing)

@@ -1,17 +1,20 @@
 """GluonCV's names for the parameters of each backbone: the maps from our parameter names
 to the keys of GluonCV's ``save_parameters`` files, by backbone (:func:`param_map`), and the
-name of each backbone's GluonCV classifier (:func:`gluoncv_name`).
+name of each backbone's GluonCV classifier (:func:`gluoncv_name`), one :data:`GLUONCV`
+entry per backbone.
 
 They live here, not in :mod:`symbols.backbones`, because they are GluonCV's knowledge: the
 symbol factories know only their own names. :mod:`zoo.pretrained` loads ImageNet backbones
 with them and :mod:`zoo.gluoncv` imports GluonCV's detectors with them.
 """
 import functools
+from dataclasses import dataclass
+from typing import Callable
 
 from symbols.backbones.inception_v3 import STAGES as INCEPTION_STAGES, Block, Conv
 from symbols.backbones.mobilenetv2 import BLOCKS as MOBILENET_BLOCKS
 
-__all__ = ["GLUON_BN_PARAMS", "gluoncv_name", "param_map"]
+__all__ = ["GLUONCV", "GLUON_BN_PARAMS", "GluonCVBackbone", "gluoncv_name", "param_map"]
 
 GLUON_BN_PARAMS = (("gamma", "gamma"), ("beta", "beta"),
                    ("moving_mean", "running_mean"), ("moving_var", "running_var"))
@@ -119,21 +122,30 @@ def _branch_gluon_convs(branch):
             yield spec, str(i + offset)
 
 
-GLUONCV_NAMES = {
-    # backbone name: GluonCV's classifier of the same network
-    "resnet50": "resnet50_v1b", "resnet101": "resnet101_v1b", "resnet50_v1": "resnet50_v1",
-    "mobilenetv2": "mobilenetv2_1.0", "inceptionv3": "inceptionv3",
+@dataclass(frozen=True)
+class GluonCVBackbone:
+    """What GluonCV knows of one of our backbones: the name of its ImageNet classifier of
+    the same network, and the function mapping our parameter names to its file's keys."""
+    name: str
+    param_map: Callable
+
+
+GLUONCV = {
+    # one entry per backbone of symbols.backbones.BACKBONES, under its name there
+    "resnet50": GluonCVBackbone("resnet50_v1b", _resnet_v1b),
+    "resnet101": GluonCVBackbone("resnet101_v1b", _resnet_v1b),
+    "resnet50_v1": GluonCVBackbone("resnet50_v1", _resnet_v1),
+    "mobilenetv2": GluonCVBackbone("mobilenetv2_1.0", _mobilenetv2),
+    "inceptionv3": GluonCVBackbone("inceptionv3", _inceptionv3),
 }
-MAPS = {"resnet50": _resnet_v1b, "resnet101": _resnet_v1b, "resnet50_v1": _resnet_v1,
-        "mobilenetv2": _mobilenetv2, "inceptionv3": _inceptionv3}
 
 
 def gluoncv_name(backbone):
     """The name of GluonCV's ImageNet classifier of ``backbone``'s network."""
-    return GLUONCV_NAMES[backbone.name]
+    return GLUONCV[backbone.name].name
 
 
 def param_map(backbone):
     """Our parameter names of ``backbone`` (classifier ``fc_*`` included) to the keys of
     GluonCV's ``save_parameters`` file of :func:`gluoncv_name`."""
-    return MAPS[backbone.name](backbone)
+    return GLUONCV[backbone.name].param_map(backbone)

@@ -1,10 +1,10 @@
 """BatchNorm, training against inference: do the running statistics, which inference
 normalises with, describe the activations that training normalised with its batches'?
 
-At each validation epoch the same few batches (the first ones the run trained on) go through
-the training graph twice, with the run's current parameters on a copy: in train mode (each
-BatchNorm normalising with the batch's statistics, as in training) and in eval mode (with
-the running statistics, as in inference). The run's own arrays are never touched, so
+At a validation epoch the same batch (the first one the run trained on) goes through the
+training graph twice, with the run's current parameters on a copy: in eval mode (with the
+running statistics, as in inference) and in train mode (each BatchNorm normalising with the
+batch's statistics, as in training). The run's own arrays are never touched, so
 training goes on exactly as without the check. The loss of eval mode against train mode says
 whether the difference matters; per layer, the batches' mean and variance of each channel
 against its running mean and variance say where it comes from (written to
@@ -15,21 +15,28 @@ Also: the note when ``--freeze`` fixes BatchNorm scales and shifts but not their
 import csv
 import logging
 import os
+import time
 
 import mxnet as mx
 import numpy as np
 
 from symbols.layers import batchnorm_layers
 from zoo.engine.hooks import Hook
-from zoo.engine.trainer import contexts, frozen_batchnorm, frozen_params
+from zoo.engine.trainer import frozen_batchnorm, frozen_params, mxnet_contexts
 
-__all__ = ["BatchNormCheck", "CHECK", "FACTOR_LIMIT", "LOSS_RATIO_LIMIT", "MIN_STEPS",
-           "batchnorm_path"]
+__all__ = ["BUDGET", "BatchNormCheck", "CHECK", "FACTOR_LIMIT", "LOSS_RATIO_LIMIT",
+           "MIN_STEPS", "batchnorm_path"]
 
 LOG = logging.getLogger("zoo.train")
 CHECK = "batchnorm"
-BATCHES = 2
-"""How many of the run's first batches the check scores."""
+BATCHES = 1
+"""How many of the run's first batches the check scores: the two modes are compared on the
+same images, so one batch is enough to see statistics that are far off."""
+BUDGET = 0.01
+"""The share of the run's time the check may take. Its passes cost about three forward
+passes (0.5 s on ssd_mobilenetv2_stride8 at 192 pixels, batch 8): at each validation, 2-7%
+of short epochs. It skips a validation while its own time so far is above this share of the
+run's; it always runs after the last epoch, whose statistics the artifact keeps."""
 LOSS_RATIO_LIMIT = 1.25
 """A loss this many times larger in eval mode than in train mode on the same batches
 matters ..."""
@@ -55,8 +62,8 @@ def batchnorm_path(prefix):
 
 
 class BatchNormCheck(Hook):
-    """The check (see the module), every ``interval`` epochs and after the last one once the
-    run has made :data:`MIN_STEPS` updates: one warning, the first time a loss is
+    """The check (see the module), every ``interval`` epochs within its :data:`BUDGET` and
+    after the last one, once the run has made :data:`MIN_STEPS` updates: one warning, the first time a loss is
     :data:`LOSS_RATIO_LIMIT` times larger in eval mode or more and the layer whose running
     statistics are furthest from its batches' is :data:`FACTOR_LIMIT` off or more, naming
     that layer."""
@@ -65,9 +72,11 @@ class BatchNormCheck(Hook):
     def __init__(self, prefix, interval=1, batches=BATCHES):
         self.prefix, self.interval, self.count = prefix, interval, batches
         self.batches, self.steps, self.rows, self.warned = [], 0, [], False
-        self.probe = None  # bound at its first use, kept for the run
+        self.probes = None  # bound at its first use, kept for the run
+        self.started, self.spent = time.perf_counter(), 0.0
 
     def before_train(self, trainer):
+        self.started = time.perf_counter()
         if not trainer.options.freeze:
             return
         note = freeze_note(trainer.model.train_symbol(), trainer.options)
@@ -83,38 +92,49 @@ class BatchNormCheck(Hook):
         self.steps += 1
 
     def after_epoch(self, trainer, epoch, row):
-        if (epoch + 1) % self.interval and epoch + 1 != trainer.options.epochs:
+        last = epoch + 1 == trainer.options.epochs
+        if (epoch + 1) % self.interval and not last:
             return None
+        if not last and self.spent > BUDGET * (time.perf_counter() - self.started):
+            return None  # its last result stands until the budget allows another
+        clock = time.perf_counter()
+        try:
+            self._check(trainer, epoch)
+        finally:
+            self.spent += time.perf_counter() - clock
+        return None
+
+    def _check(self, trainer, epoch):
         symbol = trainer.module.symbol
         layers = batchnorm_layers(symbol)
         if not layers:
             trainer.health.result(CHECK, "off", "no BatchNorm layer")
-            return None
+            return
         if self.steps < MIN_STEPS:
             # It could not warn yet: its forward passes would cost short runs for nothing.
             trainer.health.result(CHECK, "not run", "from update %d on, this run has made %d"
                                   % (MIN_STEPS, self.steps))
-            return None
+            return
         arg_params, aux_params = trainer.params()
-        if self.probe is None:
+        if self.probes is None:
             # Bound once a run: binding (graph, executors, gradient buffers) costs more than
             # the passes themselves, and the graph and batch shapes do not change.
-            self.probe = bind_probe(probe_symbol(symbol, layers), trainer.input_names,
-                                    self.batches[0], contexts(trainer.options.ctx)[0])
+            self.probes = bind_probes(symbol, layers, trainer.input_names, self.batches[0],
+                                      mxnet_contexts(trainer.options.ctx)[0],
+                                      (arg_params, aux_params))
         score = score_batches(trainer, symbol, layers, self.batches, arg_params, aux_params,
-                              self.probe)
+                              self.probes)
         self._write(epoch, score)
         worst = score.worst()
-        detail = "%s on %d batches, worst layer %s %.2fx off" % (
+        detail = "%s on %s, worst layer %s %.2fx off" % (
             "eval/train %s %.2fx" % (score.loss, score.ratio) if score.loss
-            else "no loss to compare", len(self.batches), worst.name, worst.factor)
+            else "no loss to compare", batch_words(len(self.batches)), worst.name, worst.factor)
         if score.ratio < LOSS_RATIO_LIMIT or worst.factor < FACTOR_LIMIT:
             trainer.health.result(CHECK, "ok", detail)
         elif not self.warned:
             self.warned = True
             trainer.health.warn(CHECK, warning(score, len(self.batches), self.prefix),
                                 epoch=epoch + 1)
-        return None
 
     def _write(self, epoch, score):
         losses = {"%s_eval_train" % name: "%.4g" % (
@@ -132,16 +152,21 @@ class BatchNormCheck(Hook):
             writer.writerows(self.rows)
 
 
+def batch_words(count):
+    return "1 batch" if count == 1 else "%d batches" % count
+
+
 def warning(score, batches, prefix):
     worst = score.worst()
-    return ("the same %d training batches score %.2fx worse in eval mode (running "
+    return ("the same %s %.2fx worse in eval mode (running "
             "statistics) than in train mode (batch statistics): %s %.4g against %.4g; "
             "worst layer %s, whose running statistics are %.2fx off its batches' (mean "
             "shift %.2f standard deviations, variance %.3gx); figures per layer in %s. "
             "Statistics that never or hardly update (a BatchNorm momentum of 1 or near it) "
             "or that come from another model (a converted or --init-from source) are the "
             "usual causes; --freeze-bn trains with fixed ones" % (
-                batches, score.ratio, score.loss, score.eval_losses[score.loss],
+                "training batch scores" if batches == 1
+                else "%d training batches score" % batches, score.ratio, score.loss, score.eval_losses[score.loss],
                 score.train_losses[score.loss], worst.name,
                 worst.factor, worst.shift, worst.variance_ratio, batchnorm_path(prefix)))
 
@@ -203,16 +228,37 @@ def probe_symbol(symbol, layers):
     outputs = [symbol[i] for i in range(len(symbol.list_outputs()))]
     for layer in layers:
         data = layer.input_of(symbol)
-        outputs += [mx.sym.mean(data, axis=layer.axis, exclude=True,
-                                name="health_%s_mean" % layer.name),
-                    mx.sym.mean(mx.sym.square(data, name="health_%s_square" % layer.name),
-                                axis=layer.axis, exclude=True,
-                                name="health_%s_mean_square" % layer.name)]
+        outputs += [channel_mean(data, layer.axis, "health_%s_mean" % layer.name),
+                    channel_mean(mx.sym.square(data, name="health_%s_square" % layer.name),
+                                 layer.axis, "health_%s_mean_square" % layer.name)]
     return mx.sym.Group(outputs)
 
 
-def bind_probe(symbol, input_names, batch, ctx):
-    """A Module of ``symbol`` for forward passes of ``batch``'s shapes on ``ctx``.
+def channel_mean(data, axis, name):
+    """The mean of ``data`` per index of ``axis``."""
+    if axis != 1:
+        return mx.sym.mean(data, axis=axis, exclude=True, name=name)
+    # N, C, ...: MXNet reduces the contiguous trailing axes, then the batch, in 2/3 of the
+    # time of one reduction over (0, 2, 3).
+    flat = mx.sym.reshape(data, shape=(0, 0, -1), name=name + "_flat")
+    return mx.sym.mean(mx.sym.mean(flat, axis=2, name=name + "_spatial"), axis=0, name=name)
+
+
+def bind_probes(symbol, layers, input_names, batch, ctx, params):
+    """Two Modules for forward passes of ``batch``'s shapes on ``ctx``, sharing their
+    parameters (set to ``params``, ``(arg_params, aux_params)``) and memory: ``symbol``'s
+    outputs alone (the eval-mode pass), and with each layer's input moments
+    (:func:`probe_symbol`, the train-mode pass): the moments' reductions cost more than the
+    network's forward pass, and only train mode's are read."""
+    moments = bind_probe(probe_symbol(symbol, layers), input_names, batch, ctx)
+    moments.init_params(arg_params=params[0], aux_params=params[1], allow_extra=True)
+    outputs = mx.sym.Group([symbol[i] for i in range(len(symbol.list_outputs()))])
+    return bind_probe(outputs, input_names, batch, ctx, shared=moments), moments
+
+
+def bind_probe(symbol, input_names, batch, ctx, shared=None):
+    """A Module of ``symbol`` for forward passes of ``batch``'s shapes on ``ctx`` (sharing
+    ``shared``'s parameters and memory).
 
     Bound for training with one gradient (of the last parameter, near the outputs), never
     computed: bound without any, MXNet 1.9.1 applies MKL-DNN's inference-only fusion, which
@@ -223,27 +269,28 @@ def bind_probe(symbol, input_names, batch, ctx):
     probe = mx.mod.Module(symbol, data_names=input_names, label_names=["label"],
                           context=[ctx], fixed_param_names=names[:-1])
     probe.bind(data_shapes=list(zip(input_names, (array.shape for array in batch.data))),
-               label_shapes=[("label", batch.label[0].shape)], for_training=True)
+               label_shapes=[("label", batch.label[0].shape)], for_training=True,
+               shared_module=shared)
     return probe
 
 
-def score_batches(trainer, symbol, layers, batches, arg_params, aux_params, probe=None):
+def score_batches(trainer, symbol, layers, batches, arg_params, aux_params, probes=None):
     """:class:`Score` of ``batches`` (DataBatches) through ``symbol`` (the run's training
-    graph) with copies of the parameters, on the run's first device. The target operators'
-    sampling is seeded alike in both modes; NumPy's random state is restored after (MXNet's
-    is reseeded by the next epoch)."""
-    if probe is None:
-        probe = bind_probe(probe_symbol(symbol, layers), trainer.input_names, batches[0],
-                           contexts(trainer.options.ctx)[0])
+    graph) with copies of the parameters, on the run's first device (``probes``: from
+    :func:`bind_probes`). The target operators' sampling is seeded alike in both modes;
+    NumPy's random state is restored after (MXNet's is reseeded by the next epoch)."""
+    if probes is None:
+        probes = bind_probes(symbol, layers, trainer.input_names, batches[0],
+                             mxnet_contexts(trainer.options.ctx)[0], (arg_params, aux_params))
     count = len(symbol.list_outputs())
     losses = {mode: dict.fromkeys(trainer.model.loss_names, 0.0) for mode in (True, False)}
     moments = []
     state = np.random.get_state()
     try:
         for index, batch in enumerate(batches):
-            for train_mode in (False, True):
-                # A train-mode pass may update the copy's statistics (cuDNN does in forward).
-                probe.set_params(arg_params, aux_params, allow_extra=True)
+            # Eval mode first: a train-mode pass updates the copy's running statistics.
+            probes[0].set_params(arg_params, aux_params, allow_extra=True)
+            for train_mode, probe in zip((False, True), probes):
                 np.random.seed(index)
                 mx.random.seed(index)
                 probe.forward(batch, is_train=train_mode)

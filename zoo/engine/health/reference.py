@@ -22,6 +22,7 @@ from zoo.data.conventions import pixel_offset
 from zoo.engine.hooks import Hook, Validation
 from zoo.errors import DataError, OptionsError
 from zoo.inference.evaluation import in_pixels
+from zoo.runfiles import log_path
 
 __all__ = ["ConfusionMatrix", "LOSS_BAND", "MAP_BAND", "MAP_FLOOR", "ReferenceCheck",
            "confusion_matrix", "confusion_path", "reference_log", "swapped_classes"]
@@ -42,7 +43,7 @@ MIN_MATCHED = 5
 def reference_log(run):
     """The CSV log ``run`` names: the file itself, an artifact prefix (its ``-log.csv``), or
     a folder holding one ``*-log.csv``; OptionsError, naming ``--reference``, if none."""
-    candidates = [run, run + "-log.csv"]
+    candidates = [run, log_path(run)]
     if os.path.isdir(run):
         candidates = sorted(glob.glob(os.path.join(glob.escape(run), "*-log.csv")))
         if len(candidates) > 1:

@@ -4,15 +4,11 @@ import logging
 import os
 
 from zoo.engine.hooks import Hook
+from zoo.runfiles import health_path
 
-__all__ = ["HealthSummary", "health_path"]
+__all__ = ["HealthSummary"]
 
 LOG = logging.getLogger("zoo.train")
-
-
-def health_path(prefix):
-    """Where a run at artifact ``prefix`` writes its health record."""
-    return prefix + "-health.json"
 
 
 class HealthSummary(Hook):

@@ -1,6 +1,6 @@
 """What ``zoo benchmark`` times, as options: a registered network, an artifact (on MXNet,
-:mod:`zoo.bench.inference`) or a deployed ``.onnx``/``.xml`` file (on its own runtime,
-:mod:`zoo.bench.deployed`). Loads no MXNet, so that a deployment without it can time its
+:mod:`zoo_bench.inference`) or a deployed ``.onnx``/``.xml`` file (on its own runtime,
+:mod:`zoo_bench.deployed`). Loads no MXNet, so that a deployment without it can time its
 files."""
 from dataclasses import dataclass
 from typing import Optional, Tuple
@@ -11,7 +11,7 @@ from zoo.onnx.deployed import is_deployed
 
 __all__ = ["BenchmarkOptions", "COMPARISONS", "DTYPES"]
 
-DTYPES = ("fp32", "int8")
+DTYPES = ("fp32", "int8", "bf16")
 COMPARISONS = ("gluoncv", "onnxruntime", "openvino", "all")
 
 
@@ -34,7 +34,7 @@ class BenchmarkOptions:
     plot: Optional[str] = None           # PNG of images/s against batch size
     profile: bool = False                # time each part of our graphs too
     # compare all on a trained checkpoint: also score each deployment on this dataset split
-    # (zoo.bench.accuracy), its int8 calibrated on the first calib_images of calib_split
+    # (zoo_bench.accuracy), its int8 calibrated on the first calib_images of calib_split
     data_root: Optional[str] = None
     dataset: str = "voc"
     split: str = "val"
@@ -52,6 +52,9 @@ class BenchmarkOptions:
         if not self.dtypes or set(self.dtypes) - set(DTYPES):
             raise OptionsError("dtypes must be a non-empty subset of %s, got %s"
                                % (", ".join(DTYPES), ",".join(self.dtypes)))
+        if "bf16" in self.dtypes:
+            from zoo.engine.precision import check_dtype  # MXNet: only for bf16
+            check_dtype("bf16", flag="--dtypes")
         if not self.batch_sizes or min(self.batch_sizes) < 1 or self.runs < 1:
             raise OptionsError("batch sizes and runs must be at least 1")
         if self.warmup < 0:

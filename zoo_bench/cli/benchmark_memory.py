@@ -1,10 +1,10 @@
 """``zoo benchmark-memory``: peak memory and step time of training with and without
-memory saving, each configuration in a fresh process (see :mod:`zoo.bench.memory`).
+memory saving, each configuration in a fresh process (see :mod:`zoo_bench.memory`).
 
 Example:
     zoo benchmark-memory --network ssd_resnet101 --data-shape 512 --batch-size 8
 """
-from zoo.bench.memory import CONFIGURATIONS, MemoryBenchmarkOptions, benchmark_memory
+from zoo_bench.memory import MemoryBenchmarkOptions, benchmark_memory
 from zoo.config.registry import list_models
 from zoo.cli.common import add_batch_flag, comma_list, nonnegative_int, options_from, positive_int
 
@@ -12,15 +12,17 @@ __all__ = ["add_arguments", "run"]
 
 
 def add_arguments(p):
-    p.add_argument("--network", default="ssd_resnet101", choices=list_models(),
+    p.add_argument("--network", default=MemoryBenchmarkOptions.network, choices=list_models(),
                    metavar="NAME", help="registered model: %s" % ", ".join(list_models()))
-    p.add_argument("--data-shape", type=positive_int, default=None,
+    p.add_argument("--data-shape", type=positive_int, default=MemoryBenchmarkOptions.data_shape,
                    help="input side (default: the config's)")
-    add_batch_flag(p, 8)
-    p.add_argument("--steps", type=positive_int, default=3,
+    add_batch_flag(p, MemoryBenchmarkOptions.batch_size)
+    p.add_argument("--steps", type=positive_int, default=MemoryBenchmarkOptions.steps,
                    help="timed steps (the median is reported)")
-    p.add_argument("--warmup", type=nonnegative_int, default=1, help="untimed steps first")
-    p.add_argument("--configurations", type=comma_list(str), default=",".join(CONFIGURATIONS),
+    p.add_argument("--warmup", type=nonnegative_int, default=MemoryBenchmarkOptions.warmup,
+                   help="untimed steps first")
+    p.add_argument("--configurations", type=comma_list(str),
+                   default=",".join(MemoryBenchmarkOptions.configurations),
                    help="comma-separated, plain included: plain (the training graph as it "
                         "is), mxnet-mirror (MXNET_BACKWARD_DO_MIRROR=1), memory-saving "
                         "(what `zoo train --memory-saving` binds)")

@@ -30,7 +30,8 @@ from zoo.engine.memory import MemoryPlanner, memory_saving_symbol
 from zoo.engine.trainer import bind_training_module
 from zoo.config.registry import get_config, unknown_network
 from zoo.model import get_model
-from zoo.bench.timing import Stopwatch, print_line
+from zoo_bench import child_environment
+from zoo_bench.timing import Stopwatch, print_line
 
 __all__ = ["CONFIGURATIONS", "MemoryBenchmarkOptions", "benchmark_memory", "measure"]
 
@@ -139,12 +140,8 @@ def measure_in_child(options, configuration):
     configuration's environment: a process's peak memory is its own."""
     request = json.dumps({"options": dataclasses.asdict(options),
                           "configuration": configuration})
-    # The child imports this package from where this process did, installed or not.
-    package_parent = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(
-        __file__))))
-    path = os.pathsep.join(p for p in (package_parent, os.environ.get("PYTHONPATH")) if p)
-    env = dict(os.environ, PYTHONPATH=path, **CONFIGURATIONS[configuration])
-    done = subprocess.run([sys.executable, "-m", __name__, request], env=env,
+    done = subprocess.run([sys.executable, "-m", __name__, request],
+                          env=child_environment(**CONFIGURATIONS[configuration]),
                           capture_output=True, text=True)
     if done.returncode != 0:
         raise RuntimeError("%s failed:\n%s" % (configuration, done.stderr[-4000:]))

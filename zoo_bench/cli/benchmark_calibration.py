@@ -1,12 +1,12 @@
 """``zoo benchmark-calibration``: seconds per image of int8 calibration with MXNet's
 collector and with the zoo's, side by side on random images (see
-:mod:`zoo.bench.calibration`).
+:mod:`zoo_bench.calibration`).
 
 Example:
     zoo benchmark-calibration --network faster_rcnn_resnet50 --data-shape 320 \\
         --max-size 512 --images 2
 """
-from zoo.bench.calibration import CalibrationBenchmarkOptions, benchmark_calibration
+from zoo_bench.calibration import CalibrationBenchmarkOptions, benchmark_calibration
 from zoo.inference.quantization import CALIB_MODES, COLLECTORS
 from zoo.config.registry import list_models
 from zoo.cli.common import add_batch_flag, comma_list, options_from, positive_int
@@ -15,17 +15,21 @@ __all__ = ["add_arguments", "run"]
 
 
 def add_arguments(p):
-    p.add_argument("--network", default="faster_rcnn_resnet50", choices=list_models(),
+    p.add_argument("--network", default=CalibrationBenchmarkOptions.network, choices=list_models(),
                    metavar="NAME", help="registered model: %s" % ", ".join(list_models()))
-    p.add_argument("--data-shape", type=positive_int, default=None,
+    p.add_argument("--data-shape", type=positive_int,
+                   default=CalibrationBenchmarkOptions.data_shape,
                    help="input short side (default: the config's)")
-    p.add_argument("--max-size", type=positive_int, default=None,
+    p.add_argument("--max-size", type=positive_int, default=CalibrationBenchmarkOptions.max_size,
                    help="Faster R-CNN input long side (default: the config's)")
-    p.add_argument("--images", type=positive_int, default=2, help="random calibration images")
-    add_batch_flag(p, 1)
-    p.add_argument("--calib-mode", choices=CALIB_MODES, default="naive",
+    p.add_argument("--images", type=positive_int, default=CalibrationBenchmarkOptions.images,
+                   help="random calibration images")
+    add_batch_flag(p, CalibrationBenchmarkOptions.batch_size)
+    p.add_argument("--calib-mode", choices=CALIB_MODES,
+                   default=CalibrationBenchmarkOptions.calib_mode,
                    help="naive: observed min/max; entropy: KL-optimal thresholds")
-    p.add_argument("--collectors", type=comma_list(str), default=",".join(COLLECTORS),
+    p.add_argument("--collectors", type=comma_list(str),
+                   default=",".join(CalibrationBenchmarkOptions.collectors),
                    help="comma-separated, of: %s" % ", ".join(COLLECTORS))
 
 

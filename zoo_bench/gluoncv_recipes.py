@@ -1,5 +1,5 @@
 """GluonCV's own training loops, rebuilt from GluonCV's pieces for the training benchmark
-(:mod:`zoo.bench.train`); GluonCV ships its scripts outside the package.
+(:mod:`zoo_bench.train`); GluonCV ships its scripts outside the package.
 
 - SSD, as ``scripts/detection/ssd/train_ssd.py``: the network hybridized with static
   allocation and static shapes, ``SSDDefaultTrainTransform`` given the network's anchors
@@ -11,7 +11,7 @@
   sampling and targets, sigmoid cross-entropy and Huber losses for the RPN, softmax
   cross-entropy and Huber for R-CNN, its four loss and four accuracy metrics.
 
-Each step is timed by part on a :class:`zoo.bench.train.PartClock`. The recipe
+Each step is timed by part on a :class:`zoo_bench.train.PartClock`. The recipe
 runs in a child process of its own (:class:`RecipeProcess`), under MXNet's threaded engine
 as GluonCV's scripts run: its DataLoader forks worker processes after the network ran, and
 under the zoo's synchronous engine (NaiveEngine) such workers hang.
@@ -19,15 +19,15 @@ under the zoo's synchronous engine (NaiveEngine) such workers hang.
 import dataclasses
 import json
 import logging
-import os
 import subprocess
 import sys
 
 import mxnet as mx
 from mxnet import autograd, gluon
 
-from zoo.bench.data import Cycled, GluonCVImageFiles
-from zoo.bench.train_parts import PartClock, Round, SideResult, TrainBenchmarkOptions
+from zoo_bench import child_environment
+from zoo_bench.data import Cycled, GluonCVImageFiles
+from zoo_bench.train_parts import PartClock, Round, SideResult, TrainBenchmarkOptions
 
 __all__ = ["RecipeProcess"]
 
@@ -48,11 +48,7 @@ class RecipeProcess:
     def __init__(self, name, root, options, sgd):
         request = json.dumps({"name": name, "root": root, "sgd": sgd,
                               "options": dataclasses.asdict(options)})
-        # The child imports this package from where this process did, installed or not.
-        package_parent = os.path.dirname(os.path.dirname(os.path.dirname(
-            os.path.abspath(__file__))))
-        path = os.pathsep.join(p for p in (package_parent, os.environ.get("PYTHONPATH")) if p)
-        env = dict(os.environ, PYTHONPATH=path, MXNET_ENGINE_TYPE=THREADED_ENGINE)
+        env = child_environment(MXNET_ENGINE_TYPE=THREADED_ENGINE)
         self.child = subprocess.Popen([sys.executable, "-m", __name__], env=env, text=True,
                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         self._ask(request)

@@ -9,17 +9,18 @@ two take turns at every epoch's end, so only one computes at a time. A round is 
 ``steps`` batches, its clock running from the epoch's first hook to its last (the checks'
 end-of-epoch work included); the first ``warmup_rounds`` of each side are left out (the
 first holds the initial-loss check's one extra forward pass, reported apart). Reports the
-median round of each side, their ratio, and the checks' own time per step (their hooks
-timed inside the steps).
+median round of each side, their ratio, the ratio of all timed rounds together (the
+BatchNorm check runs in some rounds only: within its share of the run, and after the last),
+and the checks' own time per step (their hooks timed inside the steps).
 """
 import os
 import statistics
 import tempfile
 import threading
 
-from zoo.bench.timing import Stopwatch, environment, machine_line, print_line
-from zoo.bench.train import OurSide, benchmark_images, build_our_model, our_trainer
-from zoo.bench.train_parts import PartClock, SGD
+from zoo_bench.timing import Stopwatch, environment, machine_line, print_line
+from zoo_bench.train import OurSide, benchmark_images, build_our_model, our_trainer
+from zoo_bench.train_parts import PartClock, SGD
 from zoo.engine.hooks import DivergenceCheck
 
 __all__ = ["HEALTH", "HealthBenchmarkResult", "benchmark_health"]
@@ -45,6 +46,11 @@ class HealthBenchmarkResult:
     def ratio(self):
         """Median round time with the checks over without."""
         return self.median_seconds(self.on) / self.median_seconds(self.off)
+
+    @property
+    def total_ratio(self):
+        """All timed rounds with the checks over without."""
+        return sum(r.seconds for r in self.on) / sum(r.seconds for r in self.off)
 
     @property
     def steps(self):
@@ -132,10 +138,10 @@ def run_side(options, dataset, checks, interleave, folder):
             first["health"] = clock.parts.get(HEALTH, 0.0)
         interleave()
 
-    side = RoundLast(clock, options.warmup_rounds, end_of_round, [])
+    side = RoundLast(clock, options.warmup_rounds, options.rounds, end_of_round, [], None)
     time_hooks(clock, checks)
     hooks = [DivergenceCheck(os.path.join(folder, model.name)), *checks, side]
-    our_trainer(model, dataset, options, hooks).fit()
+    our_trainer(model, dataset, options, hooks, "fp32", profiled=False).fit()
     return clock, first.get("health", 0.0)
 
 
@@ -186,8 +192,9 @@ def benchmark_health(options, log=print_line):
         log("%-18s median round %.3f s (rounds %s)" % (
             name, result.median_seconds(rounds),
             ", ".join("%.3f" % r.seconds for r in rounds)))
-    log("on / off: %.3fx the median round; the checks' own time %.2f ms/step, %.2f%% of the "
-        "step; first round (the initial-loss check's extra forward pass): %.1f ms; %.0f s in "
-        "all" % (result.ratio, 1e3 * result.health_seconds / max(result.steps, 1),
-                 100 * result.health_share, 1e3 * result.first_round_health, watch()))
+    log("on / off: %.3fx the median round, %.3fx the timed rounds together; the checks' own "
+        "time %.2f ms/step, %.2f%% of the step; first round (the initial-loss check's extra "
+        "forward pass): %.1f ms; %.0f s in all" % (
+            result.ratio, result.total_ratio, 1e3 * result.health_seconds / max(result.steps, 1),
+            100 * result.health_share, 1e3 * result.first_round_health, watch()))
     return result

@@ -1,7 +1,7 @@
 """The deployed runtimes ``zoo benchmark --compare all`` times beside MXNet: our fp32 graph
 exported to ONNX on ONNX Runtime and as an OpenVINO IR, and that IR quantized to int8
 (:mod:`zoo.onnx.int8`, naively calibrated on the benchmark input, or on a dataset split's
-images when the benchmark also scores accuracy, :mod:`zoo.bench.accuracy`). Each runs in
+images when the benchmark also scores accuracy, :mod:`zoo_bench.accuracy`). Each runs in
 its own process, started fresh (``spawn``) and loading no MXNet: OpenVINO's, ONNX
 Runtime's and MXNet's thread pools slow each other down in one process.
 
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from zoo.bench.timing import environment, machine_line, median_seconds, print_line
+from zoo_bench.timing import environment, machine_line, median_seconds, print_line
 from zoo.schema.preprocessing import canvas_size
 
 __all__ = ["DEPLOYED_SIDES", "FileTiming", "benchmark_file", "deployed_graphs",
@@ -98,19 +98,20 @@ def random_batch(preprocessing, batch_size, seed=0):
 
 
 def benchmark_file(options, log=print_line):
-    """Time the deployed file ``options.checkpoint`` (a :class:`zoo.bench.options.
+    """Time the deployed file ``options.checkpoint`` (a :class:`zoo_bench.options.
     BenchmarkOptions`) on its runtime with the runtime's default threads: the graph's pass
     on a random batch at each of ``batch_sizes``, after ``warmup`` passes, the median of
     ``runs``. Loads no MXNet. Each line goes to ``log`` as it is measured; returns the
     :class:`FileTiming` of each batch size."""
-    from zoo.jobs.deployed import load_deployed
-    loaded = load_deployed(options.checkpoint)
-    engine = loaded.detector.engine()
-    name = "%s (%s %s)" % (options.checkpoint, loaded.runtime, loaded.precision["dtype"])
+    from zoo.checkpoint import open_detector
+    detector = open_detector(options.checkpoint)
+    engine = detector.engine()
+    runtime = "openvino" if options.checkpoint.endswith(".xml") else "onnxruntime"
+    name = "%s (%s %s)" % (options.checkpoint, runtime, detector.precision["dtype"])
     log(machine_line(environment("OMP_NUM_THREADS")))
     timings = []
     for batch_size in options.batch_sizes:
-        data = random_batch(loaded.detector.preprocessing, batch_size)
+        data = random_batch(detector.preprocessing, batch_size)
         latency = median_seconds(lambda: engine.fetch(engine.launch(data, None)), options.runs,
                                  options.warmup)
         timings.append(FileTiming(batch_size, latency, batch_size / latency))

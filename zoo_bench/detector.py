@@ -37,7 +37,7 @@ from zoo.data.images import read_image
 from zoo.inference.detector import Detector, load_detector
 from zoo.inference.runner import ImageList
 from zoo.jobs.detect import DetectOptions, detect
-from zoo.bench.timing import environment, machine_line, seconds
+from zoo_bench.timing import environment, machine_line, seconds
 from zoo.errors import DataError, OptionsError
 from zoo.config.registry import unknown_network
 from zoo.model import get_model

@@ -1,6 +1,6 @@
 """``zoo benchmark-detector``: images/s through :class:`zoo.Detector` and through the ``zoo
 detect`` job on image files (decoding included) against pure inference of the same graph at
-the same batch size, side by side in one process (see :mod:`zoo.bench.detector`); with
+the same batch size, side by side in one process (see :mod:`zoo_bench.detector`); with
 ``--batch-sizes``, seconds per image at each batch size instead; with ``--busy N``, the wall
 time of the ``zoo detect`` command on two cores beside N CPU-bound processes against its
 quiet time instead (about 3x is a fair share; idle-priority threads once made it 70x).
@@ -13,7 +13,7 @@ Examples:
         --images output/shapes/JPEGImages
     zoo benchmark-detector --busy 4 --num-images 16 --image-size 1024 --runs 3
 """
-from zoo.bench.detector import (BUSY_CORES, DetectorBenchmarkOptions, batch_sweep,
+from zoo_bench.detector import (BUSY_CORES, DetectorBenchmarkOptions, batch_sweep,
                                 benchmark_detector, busy_detect, busy_report, report,
                                 sweep_report)
 from zoo.config.registry import list_models

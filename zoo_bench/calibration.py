@@ -22,7 +22,7 @@ from zoo.inference.quantization import (CALIB_MODES, COLLECTORS, MKLDNN_QUANTIZE
                                         calibration_thresholds, quantize)
 from zoo.config.registry import unknown_network
 from zoo.model import get_model
-from zoo.bench.timing import Stopwatch, print_line, seconds
+from zoo_bench.timing import Stopwatch, print_line, seconds
 
 __all__ = ["CalibrationBenchmarkOptions", "benchmark_calibration"]
 

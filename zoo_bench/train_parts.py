@@ -1,16 +1,17 @@
-"""The parts of ``zoo benchmark-train`` that both sides share (:mod:`zoo.bench.train`, ours,
-and :mod:`zoo.bench.gluoncv_recipes`, GluonCV's): its options, the recipes it knows, the
+"""The parts of ``zoo benchmark-train`` that both sides share (:mod:`zoo_bench.train`, ours,
+and :mod:`zoo_bench.gluoncv_recipes`, GluonCV's): its options, the recipes it knows, the
 rounds and results of a side, and the clock that times each part of a step."""
-import re
 import resource
-from dataclasses import dataclass
-from typing import Optional
+from dataclasses import dataclass, field
+from typing import Optional, Tuple
 
 import mxnet as mx
 
-from zoo.bench.data import cpu_seconds
-from zoo.bench.timing import Stopwatch
+from zoo_bench.data import cpu_seconds
+from zoo_bench.timing import Stopwatch
 from zoo.config.registry import list_models
+from zoo.engine.precision import DTYPES, check_dtype, resolve_dtype
+from zoo.engine.trainer import check_pattern
 from zoo.errors import OptionsError
 
 __all__ = ["GLUONCV_RECIPES", "PARTS", "PartClock", "Round", "SGD", "SideResult", "TARGETS",
@@ -52,6 +53,11 @@ class TrainBenchmarkOptions:
     freeze: Optional[str] = None        # regular expression of our parameters kept fixed
     compare: Optional[str] = "gluoncv"  # "health": ours with the health checks off and on;
                                         # None: ours only
+    dtypes: Tuple[str, ...] = ("fp32", "auto")  # our sides' precisions (zoo train --dtype);
+                                                # auto: bf16 where native, else fp32 only
+    peak_probes: int = 5                # runs of each matmul peak probe, the best kept
+                                        # (0: no probe, no ratio to the peaks)
+    peak_seconds: float = 1.0           # each probe's duration
 
     def __post_init__(self):
         if self.network not in list_models():
@@ -68,18 +74,26 @@ class TrainBenchmarkOptions:
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise OptionsError("%s must be >= 1, got %d" % (name, value))
-        if self.warmup_rounds < 0:
-            raise OptionsError("warmup_rounds must be >= 0, got %d" % self.warmup_rounds)
-        if self.freeze:
-            try:
-                re.compile(self.freeze)
-            except re.error as err:
-                raise OptionsError("freeze %r is not a regular expression: %s"
-                                   % (self.freeze, err)) from None
+        object.__setattr__(self, "dtypes", tuple(self.dtypes))
+        if not self.dtypes:
+            raise OptionsError("dtypes: give at least one of %s" % ", ".join(DTYPES))
+        for dtype in self.dtypes:
+            check_dtype(dtype, flag="--dtypes")
+        for name in ("warmup_rounds", "peak_probes"):
+            if getattr(self, name) < 0:
+                raise OptionsError("%s must be >= 0, got %d" % (name, getattr(self, name)))
+        if self.peak_seconds <= 0:
+            raise OptionsError("peak_seconds must be > 0, got %g" % self.peak_seconds)
+        check_pattern("freeze", self.freeze)
 
     @property
     def samples_per_round(self):
         return self.steps * self.batch_size
+
+    def precisions(self):
+        """Our sides' precisions, ``auto`` resolved on this CPU, each once, in order."""
+        resolved = [resolve_dtype(dtype)[0] for dtype in self.dtypes]
+        return tuple(dict.fromkeys(resolved))
 
 
 @dataclass(frozen=True)
@@ -98,6 +112,7 @@ class SideResult:
     label: str
     trainable_params: int
     rounds: tuple
+    kernels: Optional[object] = None    # ours: a zoo_bench.train_kernels.KernelProfile
 
     def total(self, field):
         return sum(getattr(r, field) for r in self.rounds)
@@ -127,8 +142,9 @@ class SideResult:
 
 @dataclass(frozen=True)
 class TrainBenchmarkResult:
-    ours: SideResult
+    ours: SideResult                # in the first of our precisions (fp32 by default)
     gluoncv: Optional[SideResult]   # None without the comparison
+    ours_by_dtype: dict = field(default_factory=dict)   # {"fp32": SideResult, "bf16": ...}
 
 
 class PartClock:
@@ -175,10 +191,12 @@ class PartClock:
         self._start = (Stopwatch(), self._cpu_seconds())
 
     def end_round(self, samples, steps, timed):
+        """The :class:`Round` that ends, kept among :attr:`rounds` if ``timed``."""
         wall, cpu = self._start
+        done = Round(samples, steps, wall(), self._cpu_seconds() - cpu, dict(self.parts))
         if timed:
-            self.rounds.append(Round(samples, steps, wall(),
-                                     self._cpu_seconds() - cpu, dict(self.parts)))
+            self.rounds.append(done)
+        return done
 
     def _cpu_seconds(self):
         usage = resource.getrusage(resource.RUSAGE_SELF)

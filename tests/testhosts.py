@@ -241,7 +241,7 @@ class TestHosts:
 
     def _client_config(self):
         return "\n".join([
-            "# ssh -F this file: the zoo's test hosts (zoo.distributed.testhosts), by address",
+            "# ssh -F this file: the zoo's test hosts (tests/testhosts.py), by address",
             "Host %s.%d.*" % (SUBNET_PREFIX, self.third),
             "    User %s" % getpass.getuser(),
             "    IdentityFile %s" % self.path("keys", "id_ed25519"),

@@ -2,7 +2,7 @@
 int8, optionally beside the closest GluonCV models or its fp32 graph on ONNX Runtime or
 OpenVINO, or (``--compare all``) every deployment of ours beside GluonCV's fp32 and int8,
 ending with the fastest; and with a profile of where the time goes (see
-:mod:`zoo.bench.inference`). A deployed ``.onnx`` or ``.xml`` file is timed alone on its
+:mod:`zoo_bench.inference`). A deployed ``.onnx`` or ``.xml`` file is timed alone on its
 runtime, without MXNet.
 
 Examples:
@@ -20,7 +20,7 @@ Examples:
 """
 import argparse
 
-from zoo.bench.options import COMPARISONS, DTYPES, BenchmarkOptions
+from zoo_bench.options import COMPARISONS, DTYPES, BenchmarkOptions
 from zoo.config.registry import list_models
 from zoo.cli.common import KINDS, comma_list, nonnegative_int, options_from, positive_int
 
@@ -42,33 +42,37 @@ def add_arguments(p):
                         help="artifact prefix (fp32 or int8), run with its own graph, "
                              "parameters and data shape; or a deployed .onnx or .xml file, "
                              "timed alone on ONNX Runtime or OpenVINO (no MXNet needed)")
-    p.add_argument("--epoch", type=nonnegative_int, default=None,
+    p.add_argument("--epoch", type=nonnegative_int, default=BenchmarkOptions.epoch,
                    help="epoch of --checkpoint (default: the best validated one, else the "
                         "newest)")
-    p.add_argument("--data-shape", type=positive_int, default=None,
+    p.add_argument("--data-shape", type=positive_int, default=BenchmarkOptions.data_shape,
                    help="input side of --network, a Faster R-CNN's height (default: the "
                         "config's)")
-    p.add_argument("--max-size", type=positive_int, default=None,
+    p.add_argument("--max-size", type=positive_int, default=BenchmarkOptions.max_size,
                    help="a Faster R-CNN --network's input width, its long-side bound "
                         "(default: the config's)")
-    p.add_argument("--dtypes", type=comma_list(dtype), default="fp32",
+    p.add_argument("--dtypes", type=comma_list(dtype), default=",".join(BenchmarkOptions.dtypes),
                    help="comma-separated, of --network: %s (int8: naive calibration on the "
-                        "benchmark input, for speed only)" % ", ".join(DTYPES))
-    p.add_argument("--batch-sizes", type=comma_list(positive_int), default="1",
+                        "benchmark input, for speed only; bf16: the graph converted by MXNet's "
+                        "AMP, timed converted-then-fused and fused-then-converted, on CPUs "
+                        "with avx512_bf16 or amx_bf16)" % ", ".join(DTYPES))
+    p.add_argument("--batch-sizes", type=comma_list(positive_int),
+                   default=",".join(map(str, BenchmarkOptions.batch_sizes)),
                    help="comma-separated batch sizes")
-    p.add_argument("--runs", type=positive_int, default=5,
+    p.add_argument("--runs", type=positive_int, default=BenchmarkOptions.runs,
                    help="timed runs (the median is reported)")
-    p.add_argument("--warmup", type=nonnegative_int, default=2, help="untimed runs first")
-    p.add_argument("--compare", choices=COMPARISONS, default=None,
+    p.add_argument("--warmup", type=nonnegative_int, default=BenchmarkOptions.warmup,
+                   help="untimed runs first")
+    p.add_argument("--compare", choices=COMPARISONS, default=BenchmarkOptions.compare,
                    help="gluoncv: also time the closest GluonCV models (randomly "
                         "initialised, on the same input); onnxruntime, openvino: also time "
                         "our fp32 graph exported to ONNX on that runtime (OpenVINO in fp32); "
                         "all: MXNet, ONNX Runtime fp32 and OpenVINO fp32 and int8 (each "
                         "deployed one in its own process) beside GluonCV's fp32 and int8 "
                         "(quantize_net), naming the fastest of ours")
-    p.add_argument("--num-classes", type=positive_int, default=20,
+    p.add_argument("--num-classes", type=positive_int, default=BenchmarkOptions.num_classes,
                    help="classes of --network (VOC's 20, as GluonCV's models)")
-    p.add_argument("--plot", default=None, metavar="PNG",
+    p.add_argument("--plot", default=BenchmarkOptions.plot, metavar="PNG",
                    help="plot images/s against batch size into this file")
     p.add_argument("--profile", action="store_true",
                    help="also time each part of our graphs (backbone, FPN, RPN head, "
@@ -78,25 +82,28 @@ def add_arguments(p):
         "accuracy", "with --checkpoint and --compare all: score each deployment on a dataset\n"
                     "split (as zoo eval does) and name what the fastest gives up; the OpenVINO\n"
                     "int8 model is then calibrated on --calib-split's first images")
-    accuracy.add_argument("--data-root", default=None, help="dataset folder to score on")
-    accuracy.add_argument("--dataset", choices=KINDS, default="voc", help="its format")
-    accuracy.add_argument("--split", default="val", help="split to score on")
-    accuracy.add_argument("--annotations", default=None, metavar="FILE",
+    accuracy.add_argument("--data-root", default=BenchmarkOptions.data_root,
+                          help="dataset folder to score on")
+    accuracy.add_argument("--dataset", choices=KINDS, default=BenchmarkOptions.dataset,
+                          help="its format")
+    accuracy.add_argument("--split", default=BenchmarkOptions.split, help="split to score on")
+    accuracy.add_argument("--annotations", default=BenchmarkOptions.annotations, metavar="FILE",
                           help="coco: the annotation file ('{split}': the split)")
-    accuracy.add_argument("--image-dir", default=None, metavar="DIR",
+    accuracy.add_argument("--image-dir", default=BenchmarkOptions.image_dir, metavar="DIR",
                           help="coco: the image folder ('{split}': the split)")
-    accuracy.add_argument("--calib-split", default="train",
+    accuracy.add_argument("--calib-split", default=BenchmarkOptions.calib_split,
                           help="split the int8 model is calibrated on (not the scored one)")
-    accuracy.add_argument("--calib-images", type=positive_int, default=32,
+    accuracy.add_argument("--calib-images", type=positive_int,
+                          default=BenchmarkOptions.calib_images,
                           help="first images of --calib-split calibrated on")
 
 
 def run(args):
     options = options_from(BenchmarkOptions, args)
     if options.deployed:
-        from zoo.bench.deployed import benchmark_file
+        from zoo_bench.deployed import benchmark_file
         benchmark_file(options)
     else:
-        from zoo.bench.inference import benchmark  # MXNet's
+        from zoo_bench.inference import benchmark  # MXNet's
         benchmark(options)
     return 0

@@ -1,10 +1,10 @@
-"""Samples/s of the zoo's whole training step, and beside it GluonCV's own training recipe
-for the same network, in one run, round for round.
+"""Samples/s of the zoo's whole training step, in fp32 and bf16 (``dtypes``), and beside
+each GluonCV's own training recipe for the same network, in one run, round for round.
 
 Ours is :class:`zoo.engine.trainer.Trainer` (what ``zoo train`` runs, with its per-step
 divergence check) on the embedded shapes images through :class:`zoo.data.DetectionLoader`.
 GluonCV's is its ``train_ssd.py`` / ``train_faster_rcnn.py`` loop, rebuilt from GluonCV's
-pieces (:mod:`zoo.bench.gluoncv_recipes`), in a child process on MXNet's threaded engine
+pieces (:mod:`zoo_bench.gluoncv_recipes`), in a child process on MXNet's threaded engine
 (ours runs in this process on the zoo's engine, or the one ``MXNET_ENGINE_TYPE`` names).
 Both train with SGD (momentum 0.9, weight decay 5e-4) from random weights, on the same
 JPEGs with the same number of data workers (our threads, GluonCV's processes).
@@ -17,6 +17,12 @@ operators at its end (a no-op cost on the zoo's synchronous engine; under the th
 engine it removes the overlap between parts): ``data`` is the wait for the next batch
 (and its copy into NDArrays), ``targets`` are computed where each side computes them (ours
 in the forward graph, GluonCV's in its data workers) and so appear in those parts.
+
+Our sides run one after the other (fp32's rounds alternating with GluonCV's, then bf16's
+with GluonCV's, one recipe process throughout). Each of ours then runs one more round timed
+operator by operator (:mod:`zoo_bench.train_kernels`): the share of the step in bf16 and fp32
+layers, casts, targets, losses and the optimizer, and the layers' GFLOP/s against the
+machine's matmul peak of their precision, each probe the best of ``peak_probes``.
 """
 import contextlib
 import dataclasses
@@ -26,46 +32,73 @@ import tempfile
 from zoo.data import DetectionLoader, embedded, train_transform
 from zoo.data.factory import open_dataset
 from zoo.engine.hooks import DivergenceCheck, Hook
+from zoo.engine.precision import resolve_dtype
 from zoo.engine.trainer import OptimizerOptions, Trainer, TrainerOptions, frozen_params
 from zoo.config.registry import get_config
 from zoo.model import get_model
-from zoo.bench.timing import environment, machine_line, print_line
-from zoo.bench.data import Cycled
-from zoo.bench.gluoncv_recipes import RecipeProcess
-from zoo.bench.train_parts import (GLUONCV_RECIPES, PARTS, SGD, TARGETS, PartClock, SideResult,
+from zoo_bench import train_kernels
+from zoo_bench.inference import best_of, bf16_matmul_peak_gflops, matmul_peak_gflops
+from zoo_bench.timing import environment, machine_line, print_line
+from zoo_bench.train_kernels import KernelClock, layer_flops
+from zoo_bench.data import Cycled
+from zoo_bench.gluoncv_recipes import RecipeProcess
+from zoo_bench.train_parts import (GLUONCV_RECIPES, PARTS, SGD, TARGETS, PartClock, SideResult,
                                    TrainBenchmarkOptions, TrainBenchmarkResult)
 
 __all__ = ["GLUONCV_RECIPES", "PARTS", "TARGETS", "TrainBenchmarkOptions", "benchmark_train"]
 
 
 class OurSide(Hook):
-    """Times the Trainer's parts and rounds (epochs); after each epoch runs ``interleave()``
-    (the other side's round)."""
+    """Times the Trainer's parts and rounds (epochs); after each timed epoch runs
+    ``interleave()`` (the other side's round). The epoch after the timed ones is timed
+    operator by operator (``kernels``, a :class:`~zoo_bench.train_kernels.KernelClock`;
+    None: no such epoch), its :class:`~zoo_bench.train_parts.Round` kept as :attr:`profiled`."""
 
-    def __init__(self, clock, warmup_rounds, interleave, checks):
-        self.clock, self.warmup_rounds = clock, warmup_rounds
-        self.interleave, self.checks = interleave, checks
+    def __init__(self, clock, warmup_rounds, rounds, interleave, checks, kernels):
+        self.clock, self.warmup_rounds, self.rounds = clock, warmup_rounds, rounds
+        self.interleave, self.checks, self.kernels = interleave, checks, kernels
+        self.profiled, self.losses = None, None
+
+    def profiling(self, epoch):
+        return self.kernels is not None and epoch == self.warmup_rounds + self.rounds
 
     def before_train(self, trainer):
         clock, loader = self.clock, trainer.loader
         epochs = loader.epoch
         loader.epoch = lambda epoch: clock.timed_iter("data", epochs(epoch))
         trainer.data_batch = clock.timed("data", trainer.data_batch)
-        trainer.model.training_losses = clock.timed("metrics", trainer.model.training_losses)
+        self.losses = trainer.model.training_losses
+        trainer.model.training_losses = clock.timed("metrics", self.losses)
         for check in self.checks:
             check.after_step = clock.timed("logging", check.after_step)
 
+    def after_train(self, trainer):
+        # The model is shared by our sides: the next one times its own metrics.
+        trainer.model.training_losses = self.losses
+
     def before_epoch(self, trainer, epoch):
+        module = trainer.module
         if epoch == trainer.start_epoch:  # the Module is built once, before the first epoch
-            module = trainer.module
             for part in ("forward", "backward", "update"):
                 setattr(module, part, self.clock.timed(part, getattr(module, part)))
+        if self.profiling(epoch):
+            self.kernels.install(module)
+            forward = module.forward
+
+            def restarted(*args, **kwargs):  # the operators' clock starts with each step
+                self.kernels.restart()
+                return forward(*args, **kwargs)
+            module.forward = restarted
         self.clock.start_round()
 
     def after_epoch(self, trainer, epoch, row):
-        self.clock.end_round(len(trainer.loader) * trainer.options.batch_size,
-                             len(trainer.loader), epoch >= self.warmup_rounds)
-        self.interleave()
+        done = self.clock.end_round(len(trainer.loader) * trainer.options.batch_size,
+                                    len(trainer.loader),
+                                    self.warmup_rounds <= epoch and not self.profiling(epoch))
+        if self.profiling(epoch):
+            self.profiled = done
+        else:
+            self.interleave()
 
 
 def images_root(options):
@@ -86,17 +119,19 @@ def build_our_model(options):
     return get_model(options.network, **overrides)
 
 
-def our_trainer(model, dataset, options, hooks):
-    """The Trainer ``zoo train`` would build for this model on these images, for
-    ``warmup_rounds + rounds`` epochs of ``steps`` batches."""
+def our_trainer(model, dataset, options, hooks, dtype, profiled=True):
+    """The Trainer ``zoo train --dtype DTYPE`` would build for this model on these images,
+    for ``warmup_rounds + rounds`` epochs of ``steps`` batches and, if ``profiled``, one
+    more profiled."""
     transform = train_transform(model.preprocessing())
     max_objects = max(1, max(len(r.class_ids) for r in dataset.records))
     loader = DetectionLoader(Cycled(dataset, options.samples_per_round), options.batch_size,
                              transform, shuffle=True, seed=0, num_workers=options.data_threads,
                              max_objects=max_objects)
     return Trainer(model, loader, TrainerOptions(
-        epochs=options.warmup_rounds + options.rounds, batch_size=options.batch_size,
-        freeze=options.freeze), OptimizerOptions(**SGD), hooks)
+        epochs=options.warmup_rounds + options.rounds + int(profiled),
+        batch_size=options.batch_size,
+        freeze=options.freeze, dtype=dtype), OptimizerOptions(**SGD), hooks)
 
 
 def trainable_params(trainer):
@@ -107,17 +142,21 @@ def trainable_params(trainer):
 
 
 def run_sides(options, dataset):
-    """Both sides, alternating; returns ``(ours, theirs)`` :class:`SideResult`s."""
+    """Our side in each precision, then the next, each alternating round for round with
+    GluonCV's (one recipe process throughout: its rounds beside each of ours count);
+    returns ``([ours...], theirs)`` :class:`SideResult`s."""
     model = build_our_model(options)
     # GluonCV's side trains at the same size, whatever its network's default.
     options = dataclasses.replace(options, data_shape=model.config["data_shape"],
                                   max_size=model.config.get("max_size", options.max_size))
     if not options.compare:
-        return train_ours(model, dataset, options, lambda: None), None
+        return [train_ours(model, dataset, options, lambda: None, dtype)
+                for dtype in options.precisions()], None
     recipe = RecipeProcess(GLUONCV_RECIPES[options.network], images_root(options), options,
                            SGD)
     try:
-        ours = train_ours(model, dataset, options, recipe.run_round)
+        ours = [train_ours(model, dataset, options, recipe.run_round, dtype)
+                for dtype in options.precisions()]
         return ours, recipe.result()
     finally:
         recipe.close()
@@ -138,17 +177,22 @@ def timed_target_operators(clock):
             operator.forward = forward
 
 
-def train_ours(model, dataset, options, interleave):
-    """Our side's :class:`SideResult`, ``interleave()`` run after each of its rounds."""
+def train_ours(model, dataset, options, interleave, dtype):
+    """Our side's :class:`SideResult` in precision ``dtype`` (fp32 or bf16),
+    ``interleave()`` run after each of its timed rounds."""
     clock = PartClock()
     with tempfile.TemporaryDirectory() as folder, timed_target_operators(clock):
         check = DivergenceCheck(os.path.join(folder, model.name))
+        kernels = KernelClock()
         # First: its round ends before the other hooks' end-of-epoch work.
-        side = OurSide(clock, options.warmup_rounds, interleave, [check])
-        trainer = our_trainer(model, dataset, options, [side, check])
+        side = OurSide(clock, options.warmup_rounds, options.rounds, interleave, [check],
+                       kernels)
+        trainer = our_trainer(model, dataset, options, [side, check], dtype)
         trainer.fit()
-    return SideResult("ours: zoo Trainer, %s" % model.name, trainable_params(trainer),
-                      tuple(clock.rounds))
+    flops = layer_flops(model, options.batch_size, trainer.loader.max_objects)
+    return SideResult("ours: zoo Trainer, %s, %s" % (model.name, dtype),
+                      trainable_params(trainer), tuple(clock.rounds),
+                      kernels.profile(side.profiled, flops))
 
 
 def header_lines(options, dataset):
@@ -157,10 +201,19 @@ def header_lines(options, dataset):
                      % (os.environ.get("MXNET_ENGINE_TYPE", "ThreadedEnginePerDevice"),
                         environment("OMP_NUM_THREADS", "OMP_WAIT_POLICY", "GOMP_SPINCOUNT"))),
         "%s, data shape %s, batch %d, %d data workers each, %d images of %dx%d cycled; %d "
-        "rounds of %d steps per side after %d warm-up round(s), alternating"
+        "rounds of %d steps per side after %d warm-up round(s), alternating; ours in %s"
         % (options.network, options.data_shape or "config's", options.batch_size,
            options.data_threads, len(dataset), options.image_size, options.image_size,
-           options.rounds, options.steps, options.warmup_rounds)]
+           options.rounds, options.steps, options.warmup_rounds, precision_note(options))]
+
+
+def precision_note(options):
+    """``fp32, then bf16 (auto: this CPU has avx512_bf16)``: our sides' precisions."""
+    notes = []
+    for dtype in options.dtypes:
+        precision, note = resolve_dtype(dtype)
+        notes.append(precision + (" (%s)" % note if note else ""))
+    return ", then ".join(dict.fromkeys(notes))
 
 
 def side_lines(side):
@@ -186,17 +239,52 @@ def profile_lines(sides):
     return lines
 
 
-def ratio_lines(ours, theirs):
-    lines = ["ours / gluoncv: %.2fx samples/s, %.2fx the step alone (data excluded); "
-             "gluoncv / ours: %.2fx CPU seconds per sample"
-             % (ours.samples_per_s / theirs.samples_per_s,
-                ours.step_samples_per_s / theirs.step_samples_per_s,
-                theirs.cpu_s_per_sample / ours.cpu_s_per_sample)]
+def ratio_lines(ours, theirs, names=("ours", "gluoncv")):
+    """How side ``ours`` compares with side ``theirs`` (named ``names``)."""
+    lines = ["%s / %s: %.2fx samples/s, %.2fx the step alone (data excluded); "
+             "%s / %s: %.2fx CPU seconds per sample"
+             % (names + (ours.samples_per_s / theirs.samples_per_s,
+                         ours.step_samples_per_s / theirs.step_samples_per_s)
+                + names[::-1] + (theirs.cpu_s_per_sample / ours.cpu_s_per_sample,))]
     if ours.trainable_params != theirs.trainable_params:
         lines.append("note: the sides train %d and %d parameters (%+d)" % (
             ours.trainable_params, theirs.trainable_params,
             ours.trainable_params - theirs.trainable_params))
     return lines
+
+
+def side_names(options):
+    """Our sides' column names: ``ours``, or ``ours fp32``, ``ours bf16`` with several."""
+    precisions = options.precisions()
+    return ["ours" if len(precisions) == 1 else "ours " + dtype for dtype in precisions]
+
+
+def comparison_lines(named, theirs):
+    """Each of our sides against GluonCV's (if run), and each against our first."""
+    lines = []
+    for name, side in named:
+        lines += ratio_lines(side, theirs, (name, "gluoncv")) if theirs else []
+    for name, side in named[1:]:
+        lines += ratio_lines(side, named[0][1], (name, named[0][0]))
+    return lines
+
+
+def measured_peaks(options):
+    """``{"fp32": GFLOP/s, "bf16": ...}`` of our sides' precisions, each the best of
+    ``peak_probes`` probes (empty with none)."""
+    probes = {"fp32": matmul_peak_gflops, "bf16": bf16_matmul_peak_gflops}
+    if not options.peak_probes:
+        return {}
+    return {precision: best_of(probes[precision], options.peak_probes,
+                               seconds=options.peak_seconds)
+            for precision in options.precisions()}
+
+
+def kernel_lines(options, named):
+    """Where our sides' steps go by precision, against the machine's measured peaks."""
+    peaks = measured_peaks(options)
+    return (train_kernels.peak_lines(peaks, options.peak_probes)
+            + train_kernels.lines([(name, side.kernels) for name, side in named], peaks))
 
 
 def benchmark_train(options, log=print_line):
@@ -206,13 +294,13 @@ def benchmark_train(options, log=print_line):
     for line in header_lines(options, dataset):
         log(line)
     ours, theirs = run_sides(options, dataset)
-    sides = [("ours", ours)] + ([("gluoncv", theirs)] if theirs else [])
+    named = list(zip(side_names(options), ours))
+    sides = named + ([("gluoncv", theirs)] if theirs else [])
     for _, side in sides:
         for line in side_lines(side):
             log(line)
-    for line in profile_lines(sides):
+    for line in profile_lines(sides) + comparison_lines(named, theirs):
         log(line)
-    if theirs:
-        for line in ratio_lines(ours, theirs):
-            log(line)
-    return TrainBenchmarkResult(ours, theirs)
+    for line in kernel_lines(options, named):
+        log(line)
+    return TrainBenchmarkResult(ours[0], theirs, dict(zip(options.precisions(), ours)))

@@ -21,8 +21,8 @@ from typing import Dict, Tuple
 import mxnet as mx
 
 from zoo.predictor import Predictor, fuse
-from zoo.bench.flops import flops_by_layer
-from zoo.bench.timing import Stopwatch, mean_seconds
+from zoo_bench.flops import flops_by_layer
+from zoo_bench.timing import Stopwatch, mean_seconds
 
 __all__ = ["Node", "PARTS", "PartProfile", "format_profile", "graph_nodes", "node_parts",
            "part_gflops", "profile_graph"]
@@ -90,8 +90,9 @@ def _first_layer(node):
 
 
 def graph_nodes(symbol):
-    """The operators of ``symbol`` as :class:`Node` s, in topological order."""
-    nodes = json.loads(symbol.tojson())["nodes"]
+    """The operators of ``symbol`` as :class:`Node` s, in topological order (a bfloat16
+    graph's casts included: they run, and tojson leaves them out by default)."""
+    nodes = json.loads(symbol.tojson(remove_amp_cast=False))["nodes"]
     operators = []
     for node in nodes:
         if node["op"] == "null":

@@ -2,10 +2,10 @@
 optionally side by side, in the same process, with the closest GluonCV models or with our
 fp32 graph exported to ONNX and run on ONNX Runtime or OpenVINO (``compare``). ``compare``
 ``all`` times every deployment of ours (MXNet, ONNX Runtime fp32, OpenVINO fp32 and int8,
-the deployed ones each in its own process, :mod:`zoo.bench.deployed`) beside
+the deployed ones each in its own process, :mod:`zoo_bench.deployed`) beside
 GluonCV's closest models, and names the fastest at each batch size; given a trained
 checkpoint and a dataset split, also what the fastest costs in accuracy
-(:mod:`zoo.bench.accuracy`).
+(:mod:`zoo_bench.accuracy`).
 
 Each measurement is images/s, the median latency per batch after warm-up, GFLOPs per image
 (of the fp32 graph: the work, whatever the precision) and the fraction of this machine's
@@ -15,7 +15,7 @@ rows, a large uint8 x int8 one for int8 rows. Our graphs run as deployed
 with static allocation, on the same input (a Faster R-CNN's ``data_shape x max_size``).
 ``int8`` quantizes the model's fresh parameters with naive calibration on the benchmark
 input: the speed of int8, not its accuracy (``zoo quantize`` calibrates on real images).
-``profile`` adds where the time of each of our graphs goes (:mod:`zoo.bench.profile`).
+``profile`` adds where the time of each of our graphs goes (:mod:`zoo_bench.profile`).
 """
 import os
 import tempfile
@@ -27,17 +27,19 @@ import numpy as np
 
 from zoo import artifact
 from zoo.predictor import Predictor
+from zoo.engine.precision import bf16_inference_graph, check_dtype
 from zoo.errors import OptionsError
-from zoo.bench.options import COMPARISONS, DTYPES, BenchmarkOptions
-from zoo.bench.accuracy import calibration_batches, format_cost, format_score, score
-from zoo.bench.flops import count_flops
-from zoo.bench.timing import Stopwatch, median_seconds, print_line
+from zoo_bench.options import COMPARISONS, DTYPES, BenchmarkOptions
+from zoo_bench.accuracy import calibration_batches, format_cost, format_score, score
+from zoo_bench.flops import count_flops
+from zoo_bench.timing import Stopwatch, median_seconds, print_line
 from zoo.inference.quantization import quantize
 from zoo.model import get_model
-from zoo.bench.profile import PartProfile, format_profile, part_gflops, profile_graph
+from zoo_bench.profile import PartProfile, format_profile, part_gflops, profile_graph
 
 __all__ = ["BenchmarkOptions", "COMPARISONS", "DTYPES", "GLUONCV_MODELS", "Measurement",
-           "SpeedRatio", "Subject", "benchmark", "checkpoint_subject", "int8_matmul_peak_gops",
+           "SpeedRatio", "Subject", "benchmark", "best_of", "bf16_matmul_peak_gflops",
+           "checkpoint_subject", "int8_matmul_peak_gops", "matmul_peak_gflops",
            "measure", "naive_int8", "network_subjects", "openvino_session", "plot", "print_line",
            "random_images", "ratio_table", "speed_ratios"]
 
@@ -58,6 +60,13 @@ GLUONCV_MODELS = {
     "faster_rcnn_resnet50_gluoncv_coco": ("faster_rcnn_resnet50_v1b_coco",),
     "faster_rcnn_fpn_resnet50_gluoncv_coco": ("faster_rcnn_fpn_resnet50_v1b_coco",),
 }
+BF16_ORDERS = ((False, "(convert, fuse)"), (True, "(fuse, convert)"))
+"""The two orders a bf16 graph is timed in (:func:`zoo.engine.precision.bf16_inference_graph`):
+whichever MXNet's MKL-DNN backend runs faster."""
+PEAK_PROBES = 3
+"""Runs of the bf16 peak probe, the best kept."""
+
+
 @dataclass(frozen=True)
 class Subject:
     """One graph to time: ``run(batch_size)`` returns a callable that runs one batch."""
@@ -110,7 +119,8 @@ class BenchmarkResult:
     profiles: Tuple[PartProfile, ...]  # of each of ours, with ``profile``
     plot: Optional[str]
     fastest: Tuple[Measurement, ...] = ()  # compare all: the fastest of ours per batch size
-    scores: Tuple = ()                 # with a dataset: a zoo.bench.accuracy.Score per side
+    bf16_peak_gflops: Optional[float] = None   # measured when a bf16 graph is timed
+    scores: Tuple = ()                 # with a dataset: a zoo_bench.accuracy.Score per side
 
 
 def _giga_ops_per_s(multiply, size, seconds):
@@ -131,6 +141,23 @@ def matmul_peak_gflops(size=2048, seconds=2.0):
     def multiply():
         mx.nd.FullyConnected(a, a, num_hidden=size, no_bias=True).wait_to_read()
     return _giga_ops_per_s(multiply, size, seconds)
+
+
+def bf16_matmul_peak_gflops(size=2048, seconds=2.0):
+    """Measured bfloat16 GFLOP/s of a large matrix multiply (MKL-DNN's ``FullyConnected`` on
+    bfloat16 arrays, as AMP-converted layers run; fp32 accumulation): the bf16 peak."""
+    from mxnet.contrib.amp.amp import bfloat16
+    a = mx.nd.random.uniform(shape=(size, size)).astype(bfloat16)
+
+    def multiply():
+        mx.nd.FullyConnected(a, a, num_hidden=size, no_bias=True).wait_to_read()
+    return _giga_ops_per_s(multiply, size, seconds)
+
+
+def best_of(probe, runs, **kwargs):
+    """The highest of ``runs`` calls of a peak ``probe``: on a machine shared with other
+    work a single probe can read a tenth of the peak."""
+    return max(probe(**kwargs) for _ in range(runs))
 
 
 def int8_matmul_peak_gops(size=2048, seconds=2.0):
@@ -192,12 +219,24 @@ def network_subjects(options):
                       **{field: value for field, value in sizes.items() if value})
     arg_params, aux_params = model.init_params(seed=0)
     subjects = []
+    name = "%s %s" % (options.network, _input_size(model))
     for dtype in options.dtypes:
+        if dtype == "bf16":
+            subjects += bf16_subjects(model, name, arg_params, aux_params)
+            continue
         graph = ((model.symbol(), arg_params, aux_params) if dtype == "fp32"
                  else naive_int8(model, arg_params, aux_params))
-        name = "%s %s" % (options.network, _input_size(model))
         subjects.append(predictor_subject("ours " + dtype, name, model, *graph))
     return model, subjects
+
+
+def bf16_subjects(model, name, arg_params, aux_params):
+    """The model's graph in bfloat16 in each of :data:`BF16_ORDERS` (fp32 parameters, cast
+    by the graph), as subjects named by their order."""
+    return [predictor_subject("ours bf16", "%s %s" % (name, order), model,
+                              *bf16_inference_graph(model.symbol(), arg_params, aux_params,
+                                                    model.input_shapes(1), fuse_first))
+            for fuse_first, order in BF16_ORDERS]
 
 
 def gluoncv_names(network):
@@ -319,9 +358,9 @@ def fp32_graph(options, ours):
 
 def deployed_subjects(options, model, ours, scratch):
     """With ``compare`` all: ``(subjects, files)``, our fp32 graph deployed on each runtime
-    of :data:`zoo.bench.deployed.DEPLOYED_SIDES` (``{side: file}``), timed each in its own
+    of :data:`zoo_bench.deployed.DEPLOYED_SIDES` (``{side: file}``), timed each in its own
     process on the same random images as ours."""
-    from zoo.bench.deployed import deployed_graphs, isolated_latency
+    from zoo_bench.deployed import deployed_graphs, isolated_latency
     if options.compare != "all":
         return [], {}
     inputs = {batch_size: model.input_arrays(random_images(model.input_shapes(batch_size)["data"]))
@@ -420,12 +459,17 @@ def measure_peaks(subjects):
     peaks = {"fp32": matmul_peak_gflops()}
     if any(subject.precision == "int8" for subject in subjects):
         peaks["int8"] = int8_matmul_peak_gops()
+    if any(subject.precision == "bf16" for subject in subjects):
+        peaks["bf16"] = best_of(bf16_matmul_peak_gflops, PEAK_PROBES)
     return peaks
 
 
 def format_peaks(peaks):
     int8 = (", int8 matmul peak %.1f GOP/s (%.1fx)" % (peaks["int8"], peaks["int8"] / peaks["fp32"])
             if "int8" in peaks else "")
+    int8 += (", bf16 matmul peak %.1f GFLOP/s (%.1fx, best of %d)"
+             % (peaks["bf16"], peaks["bf16"] / peaks["fp32"], PEAK_PROBES)
+             if "bf16" in peaks else "")
     return ("fp32 matmul peak on this machine: %.1f GFLOP/s%s, OMP_NUM_THREADS=%s, %d cores, "
             "MXNet engine %s" % (peaks["fp32"], int8, os.environ.get("OMP_NUM_THREADS"),
                                  len(os.sched_getaffinity(0)),
@@ -433,7 +477,7 @@ def format_peaks(peaks):
 
 
 def profile_subjects(model, subjects, batch_size, runs, log):
-    """The :class:`zoo.bench.profile.PartProfile` of each of our ``subjects``, logged."""
+    """The :class:`zoo_bench.profile.PartProfile` of each of our ``subjects``, logged."""
     inputs = model.input_arrays(random_images(model.input_shapes(batch_size)["data"]))
     gflops = part_gflops(model.symbol(), model.input_shapes(1))
     profiles = []
@@ -465,7 +509,7 @@ def benchmark(options, log=print_line):
 
 
 def accuracy(options, side, files, fastest, scratch, log):
-    """The :class:`zoo.bench.accuracy.Score` of the checkpoint (``side``) and of each
+    """The :class:`zoo_bench.accuracy.Score` of the checkpoint (``side``) and of each
     deployed file (``files``) on the options' split, logged, then what each of the
     ``fastest`` measurements gives up; returns the scores."""
     split = options.data_split()
@@ -544,4 +588,5 @@ def _measured(options, model, ours, references, log):
     for m in fastest:
         log(format_fastest(m))
     return BenchmarkResult(peaks["fp32"], peaks.get("int8"), tuple(measurements),
-                           tuple(ratios), profiles, written, fastest)
+                           tuple(ratios), profiles, written, fastest,
+                           bf16_peak_gflops=peaks.get("bf16"))

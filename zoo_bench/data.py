@@ -25,7 +25,7 @@ import mxnet as mx
 from zoo.data import DetectionLoader, TrainTransform, embedded
 from zoo.data.factory import KINDS, open_dataset
 from zoo.errors import OptionsError
-from zoo.bench.timing import Stopwatch, environment, machine_line, print_line
+from zoo_bench.timing import Stopwatch, environment, machine_line, print_line
 
 __all__ = ["COMPARISONS", "Cycled", "DataBenchmarkOptions", "GluonCVImageFiles", "benchmark_data",
            "cpu_seconds"]

@@ -1,0 +1,26 @@
+"""The one path from a checkpoint to a detector: :func:`open_detector` opens an artifact
+(fp32 or int8, on MXNet), an exported ``.onnx`` file (on ONNX Runtime) or an OpenVINO
+``.xml`` (on OpenVINO), and gives the one detector type every job runs
+(:class:`zoo.inference.runner.BatchDetector`). MXNet is imported for an artifact only, so a
+deployed file opens where MXNet is not installed."""
+from zoo import process
+from zoo.errors import OptionsError
+from zoo.onnx.deployed import is_deployed, load_deployed_detector
+
+__all__ = ["open_detector"]
+
+
+def open_detector(checkpoint, epoch=None, *, data_threads=None, exif="apply"):
+    """The detector of ``checkpoint``: an artifact prefix (``epoch`` None: its best
+    validated epoch, else its newest) or a deployed ``.onnx`` or ``.xml`` file (of one
+    epoch: an ``epoch`` given with it is an :class:`~zoo.errors.OptionsError`).
+    ``data_threads``: the threads that decode and preprocess images, on every runtime;
+    ``exif`` as :class:`zoo.Detector` takes it."""
+    if is_deployed(checkpoint):
+        if epoch is not None:
+            raise OptionsError("epoch %d: %s is a deployed file, of one epoch; give no epoch"
+                               % (epoch, checkpoint))
+        return load_deployed_detector(checkpoint, exif=exif, data_threads=data_threads)
+    process.use_fast_settings()  # the detector loads MXNet: the zoo's settings, unless loaded
+    from zoo.inference.detector import load_detector  # MXNet's: not for a deployed file
+    return load_detector(checkpoint, epoch, exif=exif, data_threads=data_threads)
