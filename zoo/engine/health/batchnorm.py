@@ -34,9 +34,13 @@ BATCHES = 1
 same images, so one batch is enough to see statistics that are far off."""
 BUDGET = 0.01
 """The share of the run's time the check may take. Its passes cost about three forward
-passes (0.5 s on ssd_mobilenetv2_stride8 at 192 pixels, batch 8): at each validation, 2-7%
-of short epochs. It skips a validation while its own time so far is above this share of the
-run's; it always runs after the last epoch, whose statistics the artifact keeps."""
+passes (0.5-0.7 s on ssd_mobilenetv2_stride8 at 192 pixels, batch 8, about two training
+steps): at each validation, 2-7% of short epochs. A validation's check runs only if its
+time so far plus the coming check's (the last one's; before the first, the time of
+:data:`FIRST_COST_STEPS` training steps) stays within this share of the run's time; the
+check after the last epoch, whose statistics the artifact keeps, always runs."""
+FIRST_COST_STEPS = 3
+"""What the first check is expected to cost, in training steps (measured: about 2)."""
 LOSS_RATIO_LIMIT = 1.25
 """A loss this many times larger in eval mode than in train mode on the same batches
 matters ..."""
@@ -73,7 +77,7 @@ class BatchNormCheck(Hook):
         self.prefix, self.interval, self.count = prefix, interval, batches
         self.batches, self.steps, self.rows, self.warned = [], 0, [], False
         self.probes = None  # bound at its first use, kept for the run
-        self.started, self.spent = time.perf_counter(), 0.0
+        self.started, self.spent, self.cost = time.perf_counter(), 0.0, None
 
     def before_train(self, trainer):
         self.started = time.perf_counter()
@@ -95,26 +99,35 @@ class BatchNormCheck(Hook):
         last = epoch + 1 == trainer.options.epochs
         if (epoch + 1) % self.interval and not last:
             return None
-        if not last and self.spent > BUDGET * (time.perf_counter() - self.started):
+        if not last and not self.affordable():
             return None  # its last result stands until the budget allows another
         clock = time.perf_counter()
-        try:
-            self._check(trainer, epoch)
-        finally:
-            self.spent += time.perf_counter() - clock
+        if self._check(trainer, epoch):
+            self.cost = time.perf_counter() - clock
+            self.spent += self.cost
         return None
 
+    def affordable(self):
+        """Whether a check now keeps the check's time within :data:`BUDGET` of the run's."""
+        elapsed = time.perf_counter() - self.started
+        cost = self.cost
+        if cost is None:
+            cost = FIRST_COST_STEPS * elapsed / max(self.steps, 1)
+        return self.spent + cost <= BUDGET * elapsed
+
     def _check(self, trainer, epoch):
+        """Score the batch now; returns whether it did (no BatchNorm layer, or too few
+        updates yet: it records why not)."""
         symbol = trainer.module.symbol
         layers = batchnorm_layers(symbol)
         if not layers:
             trainer.health.result(CHECK, "off", "no BatchNorm layer")
-            return
+            return False
         if self.steps < MIN_STEPS:
             # It could not warn yet: its forward passes would cost short runs for nothing.
             trainer.health.result(CHECK, "not run", "from update %d on, this run has made %d"
                                   % (MIN_STEPS, self.steps))
-            return
+            return False
         arg_params, aux_params = trainer.params()
         if self.probes is None:
             # Bound once a run: binding (graph, executors, gradient buffers) costs more than
@@ -135,6 +148,7 @@ class BatchNormCheck(Hook):
             self.warned = True
             trainer.health.warn(CHECK, warning(score, len(self.batches), self.prefix),
                                 epoch=epoch + 1)
+        return True
 
     def _write(self, epoch, score):
         losses = {"%s_eval_train" % name: "%.4g" % (
