@@ -220,9 +220,10 @@ def test_cpu_flags_are_read_from_cpuinfo(tmp_path):
 def test_bf16_inference_graph_detects_as_fp32_in_either_order():
     """``zoo benchmark --dtypes bf16``'s graphs: both orders of conversion and fusion give
     fused bfloat16 convolutions with bfloat16 weights, and the detections of fp32."""
-    from test_batch_invariance import spread_params
+    from factories import unit_variance_params
     model = zoo.get_model("ssd_mobilenetv2_stride8", **TINY)
-    arg_params, aux_params = spread_params(model)
+    arg_params, aux_params = unit_variance_params(model, 0, class_scale=8.0,
+                                                  damp_residuals=False)
     shapes = model.input_shapes(1)
     inputs = model.input_arrays(np.random.RandomState(0).uniform(-1, 1, shapes["data"])
                                 .astype(np.float32))
