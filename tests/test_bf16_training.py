@@ -1,6 +1,7 @@
 """Training in bfloat16 (``zoo train --dtype bf16``, zoo.engine.precision): every architecture
 learns as in fp32, the checkpoint is an ordinary fp32 artifact that detects, resuming and
 fine-tuning work, and a CPU without bf16 units is refused in one line (a mocked one)."""
+import csv
 import json
 import os
 
@@ -152,6 +153,26 @@ def test_a_bf16_run_resumes_fine_tunes_and_its_artifact_detects(voc, tmp_path, c
     assert main(train_argv(voc, tmp_path / "tuned", "--epochs", "1", "--dtype", "bf16",
                            "--init-from", prefix, "--val-split", "")) == 0
     assert artifact.latest_epoch(str(tmp_path / "tuned" / "ssd_mobilenetv2_stride8")) == 1
+
+
+@needs_bf16
+def test_the_batchnorm_check_scores_a_bf16_run(voc, tmp_path, monkeypatch):
+    """Its moments are taken in fp32 from the bfloat16 layers' inputs (NumPy has no bfloat16
+    arithmetic: a bf16 run used to stop at its first check), and read as the fp32 twin's."""
+    from zoo.engine.health import batchnorm
+    monkeypatch.setattr(batchnorm, "MIN_STEPS", 1)
+    factors = {}
+    for dtype in ("fp32", "bf16"):
+        assert main(train_argv(voc, tmp_path / dtype, "--epochs", "2", "--dtype", dtype)) == 0
+        prefix = str(tmp_path / dtype / "ssd_mobilenetv2_stride8")
+        with open(batchnorm.batchnorm_path(prefix), newline="") as stream:
+            factors[dtype] = {row["layer"]: float(row["factor"])
+                              for row in csv.DictReader(stream) if row["epoch"] == "2"}
+    # The same layers, as far off as in the fp32 twin (after 2 short epochs from the
+    # initialiser, the depthwise layers' statistics are still 20-200x off in both).
+    assert set(factors["bf16"]) == set(factors["fp32"]) and factors["bf16"]
+    for layer, factor in factors["bf16"].items():
+        assert 0.5 < factor / factors["fp32"][layer] < 2, layer
 
 
 @needs_bf16

@@ -134,7 +134,7 @@ class BatchNormCheck(Hook):
             # the passes themselves, and the graph and batch shapes do not change.
             self.probes = bind_probes(symbol, layers, trainer.input_names, self.batches[0],
                                       mxnet_contexts(trainer.options.ctx)[0],
-                                      (arg_params, aux_params))
+                                      (arg_params, aux_params), trainer.options.dtype == "bf16")
         score = score_batches(trainer, symbol, layers, self.batches, arg_params, aux_params,
                               self.probes)
         self._write(epoch, score)
@@ -237,11 +237,14 @@ class Score:
         return max(self.layers, key=lambda layer: layer.factor)
 
 
-def probe_symbol(symbol, layers):
-    """``symbol``'s outputs, then each layer's per-channel mean and mean square of its input."""
+def probe_symbol(symbol, layers, bf16=False):
+    """``symbol``'s outputs, then each layer's per-channel mean and mean square of its input
+    (in fp32: ``bf16`` for a graph of bfloat16 layers, whose inputs are cast first)."""
     outputs = [symbol[i] for i in range(len(symbol.list_outputs()))]
     for layer in layers:
         data = layer.input_of(symbol)
+        if bf16:  # sums of thousands of values: bfloat16 keeps 8 bits of them
+            data = mx.sym.amp_cast(data, dtype="float32", name="health_%s_fp32" % layer.name)
         outputs += [channel_mean(data, layer.axis, "health_%s_mean" % layer.name),
                     channel_mean(mx.sym.square(data, name="health_%s_square" % layer.name),
                                  layer.axis, "health_%s_mean_square" % layer.name)]
@@ -258,13 +261,13 @@ def channel_mean(data, axis, name):
     return mx.sym.mean(mx.sym.mean(flat, axis=2, name=name + "_spatial"), axis=0, name=name)
 
 
-def bind_probes(symbol, layers, input_names, batch, ctx, params):
+def bind_probes(symbol, layers, input_names, batch, ctx, params, bf16=False):
     """Two Modules for forward passes of ``batch``'s shapes on ``ctx``, sharing their
     parameters (set to ``params``, ``(arg_params, aux_params)``) and memory: ``symbol``'s
     outputs alone (the eval-mode pass), and with each layer's input moments
     (:func:`probe_symbol`, the train-mode pass): the moments' reductions cost more than the
     network's forward pass, and only train mode's are read."""
-    moments = bind_probe(probe_symbol(symbol, layers), input_names, batch, ctx)
+    moments = bind_probe(probe_symbol(symbol, layers, bf16), input_names, batch, ctx)
     moments.init_params(arg_params=params[0], aux_params=params[1], allow_extra=True)
     outputs = mx.sym.Group([symbol[i] for i in range(len(symbol.list_outputs()))])
     return bind_probe(outputs, input_names, batch, ctx, shared=moments), moments
@@ -295,7 +298,8 @@ def score_batches(trainer, symbol, layers, batches, arg_params, aux_params, prob
     NumPy's random state is restored after (MXNet's is reseeded by the next epoch)."""
     if probes is None:
         probes = bind_probes(symbol, layers, trainer.input_names, batches[0],
-                             mxnet_contexts(trainer.options.ctx)[0], (arg_params, aux_params))
+                             mxnet_contexts(trainer.options.ctx)[0], (arg_params, aux_params),
+                             trainer.options.dtype == "bf16")
     count = len(symbol.list_outputs())
     losses = {mode: dict.fromkeys(trainer.model.loss_names, 0.0) for mode in (True, False)}
     moments = []
