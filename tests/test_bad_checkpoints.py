@@ -151,10 +151,11 @@ LOAD_CASES = [
     ("json no config", lambda p: edit_meta(p, lambda m: m.pop("config")),
      "{meta}: no 'config' field"),
     ("json precision null", lambda p: edit_meta(p, dict_set(precision=None)),
-     "{meta}: precision = null: expected an object whose dtype is 'fp32' or 'int8'"),
+     "{meta}: precision = null: expected an object whose dtype is 'fp32', 'int8' or "
+     "'bf16'"),
     ("json precision fp16", lambda p: edit_meta(p, dict_set(precision={"dtype": "fp16"})),
-     "{meta}: precision = {{\"dtype\": \"fp16\"}}: expected an object whose dtype is 'fp32' "
-     "or 'int8'"),
+     "{meta}: precision = {{\"dtype\": \"fp16\"}}: expected an object whose dtype is 'fp32', "
+     "'int8' or 'bf16'"),
     ("json class names text", lambda p: edit_meta(p, dict_set(class_names="abc")),
      "{meta}: class_names = \"abc\": expected a list of class names, none repeated"),
     ("json other epoch", lambda p: edit_meta(p, dict_set(epoch=3)),
@@ -311,8 +312,9 @@ def test_a_dataset_with_other_classes_is_refused_listing_both(shapes, prefix, ca
 def test_an_int8_artifact_is_not_quantized_again(shapes, prefix, capsys):
     edit_meta(prefix, dict_set(precision={"dtype": "int8", "calibration": {"mode": "naive"}}))
     status, line = run(["quantize", "--checkpoint", prefix, "--data-root", shapes], capsys)
-    assert (status, line) == (1, "zoo quantize: error: %s-0002: already int8; quantize an fp32 "
-                                 "artifact" % prefix)
+    assert (status, line) == (1, "zoo quantize: error: %s-0002 is an int8 artifact, which runs "
+                                 "on MXNet's MKL-DNN only: quantize the fp32 artifact it was "
+                                 "made from" % prefix)
 
 
 def test_eval_has_no_implicit_dataset(prefix, capsys):

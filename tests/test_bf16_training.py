@@ -195,7 +195,7 @@ def test_bf16_with_memory_saving_trains_as_bf16_alone():
 
 def test_bf16_is_refused_in_one_line_on_a_cpu_without_it(voc, tmp_path, monkeypatch,
                                                          capsys, caplog):
-    monkeypatch.setattr(precision, "cpu_flags", lambda: frozenset({"fpu", "avx512f", "avx2"}))
+    monkeypatch.setattr(zoo.predictor, "cpu_flags", lambda: frozenset({"fpu", "avx512f", "avx2"}))
     assert main(train_argv(voc, tmp_path / "bf16", "--dtype", "bf16")) == 1
     assert capsys.readouterr().err == (
         "zoo train: error: --dtype bf16: this CPU has neither avx512_bf16 nor amx_bf16 among "
@@ -224,7 +224,7 @@ def test_bf16_is_refused_in_one_line_on_a_cpu_without_it(voc, tmp_path, monkeypa
 
 
 def test_bf16_on_a_gpu_is_refused():
-    with pytest.raises(OptionsError, match="--dtype bf16: bfloat16 training runs on "
+    with pytest.raises(OptionsError, match="--dtype bf16: bfloat16 runs on "
                        "the CPU's oneDNN kernels, not on gpu0"):
         precision.check_dtype("bf16", "gpu0")
     assert precision.resolve_dtype("auto", "gpu0")[0] == "fp32"

@@ -113,7 +113,8 @@ def test_another_architecture_or_an_int8_source_is_refused_in_one_line(tmp_path)
     meta["precision"] = {"dtype": "int8", "calibration": {"mode": "naive", "batches": 1}}
     with open(meta_path, "w") as out:
         json.dump(meta, out)
-    with pytest.raises(OptionsError, match="is an int8 artifact: fine-tune from the fp32"):
+    with pytest.raises(OptionsError, match="is an int8 artifact, which runs on MXNet's "
+                                           "MKL-DNN only: fine-tune from the fp32"):
         init_from(small_ssd(("square", "bar")), prefix)
 
 

@@ -204,8 +204,11 @@ def test_what_cannot_be_exported_says_so(small_ssd, tmp_path):
     model, params, _ = small_ssd
     with pytest.raises(zoo.errors.OptionsError, match="graph_preprocessing"):
         export_model(model, *params, str(tmp_path / "x.onnx"), graph_preprocessing="rgb")
-    int8 = type("Int8", (), {"is_int8": True, "prefix": "out/ssd-int8"})()
-    with pytest.raises(zoo.artifact.ArtifactError, match="int8 graph runs on MKL-DNN"):
+    int8 = type("Int8", (), {"precision": {"dtype": "int8", "calibration": {
+        "source": "out/ssd-0003"}}, "name": "out/ssd-int8-0003"})()
+    with pytest.raises(zoo.artifact.ArtifactError, match=(
+            r"^out/ssd-int8-0003 is an int8 artifact, which runs on MXNet's MKL-DNN only: "
+            r"export the fp32 artifact it was made from \(out/ssd-0003\)$")):
         export_artifact(int8, str(tmp_path / "y.onnx"))
     assert not os.listdir(tmp_path)
 

@@ -311,7 +311,9 @@ def test_quantize_tool_writes_a_checkpoint_that_eval_demo_and_benchmark_take(tmp
     again = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "quantize.py"),
                             "--checkpoint", int8] + data, capture_output=True, text=True,
                            env=dict(os.environ, PYTHONPATH=ROOT))
-    assert again.returncode == 1 and "already int8" in again.stderr
+    assert again.returncode == 1 and ("%s-0001 is an int8 artifact, which runs on MXNet's "
+                                      "MKL-DNN only: quantize the fp32 artifact it was made "
+                                      "from (%s-0001)" % (int8, fp32)) in again.stderr
 
 
 def test_calibration_benchmark_times_both_collectors_and_compares_thresholds():

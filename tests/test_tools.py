@@ -24,6 +24,7 @@ from zoo.jobs.export import ExportOptions, export
 from zoo.jobs.quantize import QuantizeOptions, quantize
 from zoo.jobs.train import TrainOptions, make_trainer, train
 from zoo.onnx.runtime import load_onnx_detector
+from zoo.predictor import bf16_unavailable
 
 from conftest import END_TO_END_MODELS
 
@@ -214,7 +215,8 @@ def test_quantize_writes_an_int8_artifact(shapes192, trained, tmp_path):
     assert calibration["excluded"] == ["conv1"] and calibration["int8_layers"] > 0
     loaded = artifact.load(output)
     assert loaded.is_int8 and loaded.precision == result.precision
-    with pytest.raises(artifact.ArtifactError, match="already int8"):
+    with pytest.raises(artifact.ArtifactError, match="is an int8 artifact, which runs on "
+                       "MXNet's MKL-DNN only: quantize the fp32 artifact it was made from"):
         quantize(QuantizeOptions(checkpoint=output, data_root=shapes192, batch_size=4))
     with pytest.raises(zoo.DataError, match="calibration batch"):
         quantize(QuantizeOptions(checkpoint=trained, data_root=shapes192, split="val",
@@ -344,6 +346,7 @@ def test_benchmark_names_what_the_fastest_deployment_gives_up_on_a_dataset(
     monkeypatch.setattr(benchmark_job, "gluoncv_names", lambda network: ())
     monkeypatch.setattr(benchmark_job, "matmul_peak_gflops", lambda: 100.0)  # seconds each
     monkeypatch.setattr(benchmark_job, "int8_matmul_peak_gops", lambda: 400.0)
+    monkeypatch.setattr(benchmark_job, "bf16_matmul_peak_gflops", lambda: 200.0)
     calibrated_on = []
     calibration_batches = benchmark_job.calibration_batches
     monkeypatch.setattr(benchmark_job, "calibration_batches", lambda path, split, count: (
@@ -353,12 +356,17 @@ def test_benchmark_names_what_the_fastest_deployment_gives_up_on_a_dataset(
                                         data_root=shapes192, calib_images=8), log=lines.append)
     assert calibrated_on == [("voc:%s/train" % shapes192, 8)]  # not the scored split
     scores = {s.side: s for s in result.scores}
-    assert list(scores) == ["ours fp32", "onnxruntime fp32", "openvino fp32", "openvino int8"]
+    # MXNet bf16 where the CPU has it natively: the artifact zoo quantize --dtype bf16 writes
+    bf16 = [] if bf16_unavailable() else ["ours bf16"]
+    assert list(scores) == ["ours fp32"] + bf16 + ["onnxruntime fp32", "openvino fp32",
+                                                   "openvino int8"]
     assert {s.metric for s in result.scores} == {"VOC07 mAP"}
     expected = evaluate(EvalOptions(checkpoint=trained, data_root=shapes192, progress=False,
                                     output=str(tmp_path / "eval.json"))).voc["voc07"]["mAP"]
     assert scores["ours fp32"].value == pytest.approx(expected)
     assert scores["onnxruntime fp32"].value == pytest.approx(expected, abs=0.02)  # one graph
+    for side in bf16:  # bf16's rounding moves scores by about 0.01
+        assert scores[side].value == pytest.approx(expected, abs=0.02)
     (fastest,) = result.fastest
     side = fastest.subject.split(":")[0]
     assert lines[-1] == ("accuracy cost of the fastest at batch 1, %s: VOC07 mAP %.4f against "

@@ -2,11 +2,13 @@
 
 The files of epoch N:
 
-- ``PREFIX-symbol.json``: the deployed inference graph (fused for MKL-DNN, or int8), so
-  ``mx.model.load_checkpoint`` runs it too;
-- ``PREFIX-NNNN-symbol.json`` (int8 only): the epoch's own graph, which carries its
-  calibration, so quantizing another epoch into the prefix never changes this one's meaning;
-- ``PREFIX-NNNN.params``: parameters (``arg:``/``aux:`` names, MXNet's binary format);
+- ``PREFIX-symbol.json``: the deployed inference graph (fused for MKL-DNN, or int8, or
+  bf16), so ``mx.model.load_checkpoint`` runs it too;
+- ``PREFIX-NNNN-symbol.json`` (int8 and bf16 only): the epoch's own graph, which carries its
+  calibration (int8), so quantizing another epoch into the prefix never changes this one's
+  meaning;
+- ``PREFIX-NNNN.params``: parameters (``arg:``/``aux:`` names, MXNet's binary format; a
+  bf16 artifact's layer weights in bfloat16);
 - ``PREFIX-NNNN.states`` and ``PREFIX-NNNN.states.json`` (training only): the optimizer's
   arrays in MXNet's binary NDArray format and their structure and update counts;
 - ``PREFIX-NNNN.json``, written last: the format version, the zoo version, the fully
@@ -32,6 +34,7 @@ from dataclasses import dataclass
 
 import mxnet as mx
 import numpy as np
+from mxnet.contrib.amp.amp import bfloat16
 
 from zoo import predictor as deploy
 from zoo.version import __version__
@@ -41,12 +44,16 @@ from zoo.process import running
 from zoo.schema.checks import repeated
 from zoo.model import DetectionModel, build_model
 
-__all__ = ["Artifact", "ArtifactError", "FORMAT_VERSION", "OptimizerState", "atomic_write",
-           "best_epoch", "class_names", "clean_temporary_files", "epoch_files", "epochs", "export",
-           "latest_epoch", "load", "load_optimizer_state", "names_sha256", "prune", "read_json",
-           "read_meta", "read_params", "read_symbol", "save"]
+__all__ = ["Artifact", "ArtifactError", "FORMAT_VERSION", "OptimizerState", "PRECISIONS",
+           "atomic_write", "best_epoch", "class_names", "clean_temporary_files", "epoch_files",
+           "epochs", "export", "fp32_only", "latest_epoch", "load", "load_optimizer_state",
+           "names_sha256", "prune", "read_json", "read_meta", "read_params", "read_symbol",
+           "save", "source_name"]
 
 FORMAT_VERSION = 2
+PRECISIONS = ("fp32", "int8", "bf16")
+"""An artifact's ``precision["dtype"]``: as trained, or made from an fp32 artifact for
+inference by ``zoo quantize`` (int8 calibrated, or bf16), whose graph runs as it is."""
 _CHUNK = 1 << 20
 
 
@@ -60,7 +67,7 @@ EpochFiles = collections.namedtuple("EpochFiles", "params meta states states_met
 
 def epoch_files(prefix, epoch):
     """The file names of epoch ``epoch``: ``params``, ``meta``, ``states``, ``states_meta``
-    and ``graph`` (an int8 epoch's own graph)."""
+    and ``graph`` (an int8 or bf16 epoch's own graph)."""
     stem = "%s-%04d" % (prefix, epoch)
     return EpochFiles(stem + ".params", stem + ".json", stem + ".states", stem + ".states.json",
                       stem + "-symbol.json")
@@ -81,8 +88,9 @@ class OptimizerState:
 @dataclass(frozen=True)
 class Artifact:
     """A loaded artifact: the model rebuilt from its stored config, the deployed graph
-    (fp32 or int8) and its parameters, and the metadata. An int8 artifact's parameters
-    are the quantized graph's: run them with ``symbol``, not ``model.symbol()``."""
+    (fp32, int8 or bf16) and its parameters, and the metadata. An int8 or bf16 artifact's
+    parameters are its converted graph's (int8, or bfloat16 layer weights): run them with
+    ``symbol``, not ``model.symbol()``."""
     prefix: str
     epoch: int
     model: DetectionModel
@@ -108,12 +116,44 @@ class Artifact:
 
     @property
     def precision(self):
-        """``{"dtype": "fp32"}`` or ``{"dtype": "int8", "calibration": {...}}``."""
+        """``{"dtype": "fp32"}``, ``{"dtype": "int8", "calibration": {...}}`` or
+        ``{"dtype": "bf16", "source": "PREFIX-NNNN", "order": ..., "bf16_layers": ...}``."""
         return self.meta["precision"]
 
     @property
     def is_int8(self):
         return self.precision["dtype"] == "int8"
+
+    @property
+    def name(self):
+        """``PREFIX-NNNN``, as messages name an epoch."""
+        return "%s-%04d" % (self.prefix, self.epoch)
+
+
+def source_name(precision):
+    """``PREFIX-NNNN`` of the fp32 artifact an int8 or bf16 one was made from, or None (an
+    fp32 one, or one that does not record it)."""
+    if precision.get("dtype") == "int8":
+        return (precision.get("calibration") or {}).get("source")
+    return precision.get("source")
+
+
+def fp32_only(name, precision, action):
+    """The one-line refusal to ``action`` (e.g. "export") the int8 or bf16 artifact ``name``
+    whose ``precision`` is given, naming the fp32 artifact to use instead; None for an fp32
+    one. What trains or exports needs the fp32 graph and weights, which these no longer
+    hold."""
+    dtype = precision.get("dtype")
+    if dtype == "fp32":
+        return None
+    return "%s is %s %s artifact, which runs on MXNet's MKL-DNN only: %s %s" % (
+        name, "an" if dtype[0] in "aeiou" else "a", dtype, action, _made_from(precision))
+
+
+def _made_from(precision):
+    """How a refusal names the fp32 artifact to use instead of an int8 or bf16 one."""
+    source = source_name(precision)
+    return "the fp32 artifact it was made from" + (" (%s)" % source if source else "")
 
 
 # Writing
@@ -168,16 +208,18 @@ def save(prefix, epoch, model, arg_params, aux_params, *, symbol=None, precision
     """Write epoch ``epoch`` of the artifact at ``prefix``; returns the metadata's path.
 
     ``symbol``: the graph to deploy (default: the model's inference graph fused for
-    MKL-DNN). ``precision``: ``{"dtype": "fp32"}`` (default) or ``{"dtype": "int8",
-    "calibration": {...}}``. ``best``: ``{"epoch", "metric", "value"}`` of the best
-    validation so far, or None. ``training``: the JSON-able training options.
-    ``optimizer_state``: a :class:`OptimizerState` or None. ``preprocessing``: how images
-    become inputs, default the model's; an artifact derived from another (e.g. quantized)
-    passes its source's, so a model trained on stretched images stays stretched.
+    MKL-DNN). ``precision``: ``{"dtype": "fp32"}`` (default), ``{"dtype": "int8",
+    "calibration": {...}}`` or ``{"dtype": "bf16", ...}`` (see :attr:`Artifact.precision`).
+    ``best``: ``{"epoch", "metric", "value"}`` of the best validation so far, or None.
+    ``training``: the JSON-able training options. ``optimizer_state``: a
+    :class:`OptimizerState` or None. ``preprocessing``: how images become inputs, default
+    the model's; an artifact derived from another (e.g. quantized) passes its source's, so a
+    model trained on stretched images stays stretched.
     """
     precision = precision or {"dtype": "fp32"}
-    if precision.get("dtype") not in ("fp32", "int8"):
-        raise ValueError("precision %r: its dtype must be 'fp32' or 'int8'" % (precision,))
+    if precision.get("dtype") not in PRECISIONS:
+        raise ValueError("precision %r: its dtype must be one of %s"
+                         % (precision, ", ".join(PRECISIONS)))
     files = epoch_files(prefix, epoch)
     os.makedirs(os.path.dirname(os.path.abspath(prefix)), exist_ok=True)
     # Rewriting an epoch: it is incomplete until its new metadata is written.
@@ -186,8 +228,9 @@ def save(prefix, epoch, model, arg_params, aux_params, *, symbol=None, precision
     arrays = {"arg:" + k: v.as_in_context(mx.cpu()) for k, v in arg_params.items()}
     arrays.update({"aux:" + k: v.as_in_context(mx.cpu()) for k, v in aux_params.items()})
     config = model.config
-    graph = symbol.tojson().encode()
-    own_graph = precision["dtype"] == "int8"
+    # A bf16 graph's casts are part of it (MXNet's tojson drops them by default).
+    graph = symbol.tojson(remove_amp_cast=False).encode()
+    own_graph = precision["dtype"] != "fp32"
     check_shared_graph(prefix, epoch, hashlib.sha256(graph).hexdigest())
     try:
         _save_graph(prefix, files, graph, own_graph)
@@ -227,8 +270,8 @@ def check_shared_graph(prefix, epoch, sha256):
 
 
 def _save_graph(prefix, files, graph, own_graph):
-    """The shared graph (what ``mx.model.load_checkpoint`` reads) and, for an int8 epoch,
-    its own copy, which the epoch's metadata names."""
+    """The shared graph (what ``mx.model.load_checkpoint`` reads) and, for an int8 or bf16
+    epoch, its own copy, which the epoch's metadata names."""
     if own_graph:
         atomic_write(files.graph, _write_bytes(graph))
     else:
@@ -382,8 +425,8 @@ def _check_meta(path, meta, epoch):
         ("preprocessing", isinstance(meta["preprocessing"], dict)
          and {"mean", "std", "data_shape"} <= set(meta["preprocessing"]),
          "an object with mean, std and data_shape"),
-        ("precision", isinstance(precision, dict) and precision.get("dtype") in ("fp32", "int8"),
-         "an object whose dtype is 'fp32' or 'int8'"),
+        ("precision", isinstance(precision, dict) and precision.get("dtype") in PRECISIONS,
+         "an object whose dtype is 'fp32', 'int8' or 'bf16'"),
         ("params_sha256", isinstance(meta["params_sha256"], str)
          and re.fullmatch(r"[0-9a-f]{64}", meta["params_sha256"]) is not None,
          "64 hexadecimal digits"),
@@ -427,6 +470,8 @@ def read_params(path, sha256=None, record=None):
 
 def _check_finite(path, arrays):
     for name, array in arrays.items():
+        if array.dtype == bfloat16:  # a bf16 artifact's weights: numpy has no bfloat16
+            array = array.astype(np.float32)
         if np.issubdtype(array.dtype, np.floating) and not np.isfinite(array.asnumpy()).all():
             raise ArtifactError("%s: %s holds NaN or infinite values" % (path, name))
 
@@ -454,24 +499,38 @@ def load(prefix, epoch=None, ctx=None):
     else the newest complete one), its parameters on ``ctx`` (default CPU).
 
     Raises :class:`ArtifactError` (one line naming the file) for a missing, damaged,
-    non-finite or format-1 file.
+    non-finite or format-1 file, and for a bf16 artifact where ``ctx`` has no native
+    bfloat16 (:func:`zoo.predictor.bf16_unavailable`).
     """
     epoch = _default_epoch(prefix) if epoch is None else epoch
     files = epoch_files(prefix, epoch)
     meta = read_meta(prefix, epoch)
+    ctx = ctx or mx.cpu()
+    _check_runs_here(prefix, epoch, meta["precision"], ctx)
     arg_params, aux_params = read_params(files.params, meta["params_sha256"], files.meta)
     symbol = read_symbol(prefix, _graph_path(prefix, files, meta), meta.get("graph_sha256"),
                          files.meta)
-    ctx = ctx or mx.cpu()
     arg_params = {k: v.as_in_context(ctx) for k, v in arg_params.items()}
     aux_params = {k: v.as_in_context(ctx) for k, v in aux_params.items()}
     model = _stored_model(files.meta, meta)
-    if meta["precision"]["dtype"] == "fp32":
-        # An int8 graph's parameters are its own (quantized) ones, checked by binding it.
+    if meta["precision"]["dtype"] != "int8":
+        # An int8 graph's parameters are its own (quantized) ones, checked by binding it; a
+        # bf16 one's keep the fp32 names and shapes.
         check_params_fit(files, model, arg_params, aux_params)
     model.arg_params, model.aux_params = arg_params, aux_params
     return Artifact(prefix=prefix, epoch=epoch, model=model, symbol=symbol,
                     arg_params=arg_params, aux_params=aux_params, meta=meta)
+
+
+def _check_runs_here(prefix, epoch, precision, ctx):
+    """Refuse a bf16 artifact where bfloat16 is not native: MXNet would emulate it, slower
+    than the fp32 artifact it was made from."""
+    if precision["dtype"] != "bf16":
+        return
+    reason = deploy.bf16_unavailable("cpu" if ctx.device_type == "cpu" else str(ctx))
+    if reason:
+        raise ArtifactError("%s-%04d is a bf16 artifact and %s: run %s"
+                            % (prefix, epoch, reason, _made_from(precision)))
 
 
 def _graph_path(prefix, files, meta):

@@ -1,5 +1,5 @@
 """The one path from a checkpoint to a detector: :func:`open_detector` opens an artifact
-(fp32 or int8, on MXNet), an exported ``.onnx`` file (on ONNX Runtime) or an OpenVINO
+(fp32, int8 or bf16, on MXNet), an exported ``.onnx`` file (on ONNX Runtime) or an OpenVINO
 ``.xml`` (on OpenVINO), and gives the one detector type every job runs
 (:class:`zoo.inference.runner.BatchDetector`). MXNet is imported for an artifact only, so a
 deployed file opens where MXNet is not installed."""

@@ -10,9 +10,13 @@ import collections
 
 import mxnet as mx
 
-__all__ = ["MKLDNN", "Predictor", "fuse", "mkldnn_available"]
+__all__ = ["BF16_INSTRUCTION_SETS", "MKLDNN", "Predictor", "bf16_instruction_sets",
+           "bf16_unavailable", "cpu_flags", "fuse", "mkldnn_available"]
 
 MKLDNN = "MKLDNN"
+BF16_INSTRUCTION_SETS = ("avx512_bf16", "amx_bf16")
+"""The /proc/cpuinfo flags of native bfloat16 arithmetic (Intel Cooper Lake and later,
+AMD Zen 4 and later; AMX on Sapphire Rapids and later)."""
 MAX_EXECUTORS = 4
 """Executors a :class:`Predictor` keeps bound, the most recently used: each holds its own
 activation memory, and a Faster R-CNN's batches come on canvases of many shapes."""
@@ -21,6 +25,38 @@ activation memory, and a Faster R-CNN's batches come on canvases of many shapes.
 def mkldnn_available():
     """Whether this MXNet build has the MKL-DNN backend (fused and int8 CPU operators)."""
     return mx.runtime.Features().is_enabled(MKLDNN)
+
+
+def cpu_flags(path="/proc/cpuinfo"):
+    """The CPU's feature flags (empty where ``path`` cannot be read: not Linux)."""
+    try:
+        with open(path) as stream:
+            for line in stream:
+                if line.startswith("flags"):
+                    return frozenset(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return frozenset()
+
+
+def bf16_instruction_sets():
+    """Which of :data:`BF16_INSTRUCTION_SETS` this CPU has."""
+    flags = cpu_flags()
+    return tuple(name for name in BF16_INSTRUCTION_SETS if name in flags)
+
+
+def bf16_unavailable(ctx="cpu"):
+    """Why a graph on ``ctx`` (a device string) cannot run in bfloat16, or None. Here, beside
+    the executor, so that loading a bf16 artifact can ask it as training does
+    (:mod:`zoo.engine.precision`)."""
+    if ctx != "cpu":
+        return "bfloat16 runs on the CPU's oneDNN kernels, not on %s" % ctx
+    if not mkldnn_available():
+        return "this MXNet build has no oneDNN (MKLDNN), whose kernels run bfloat16"
+    if not bf16_instruction_sets():
+        return ("this CPU has neither %s among its /proc/cpuinfo flags: bfloat16 would be "
+                "emulated, slower than fp32" % " nor ".join(BF16_INSTRUCTION_SETS))
+    return None
 
 
 def fuse(symbol):

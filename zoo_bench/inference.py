@@ -1,8 +1,10 @@
 """Inference speed of a registered model or a saved artifact on this machine, fp32 and int8,
 optionally side by side, in the same process, with the closest GluonCV models or with our
 fp32 graph exported to ONNX and run on ONNX Runtime or OpenVINO (``compare``). ``compare``
-``all`` times every deployment of ours (MXNet, ONNX Runtime fp32, OpenVINO fp32 and int8,
-the deployed ones each in its own process, :mod:`zoo_bench.deployed`) beside
+``all`` times every deployment of ours (MXNet; a checkpoint's bf16 artifact where the CPU
+has native bfloat16, made as ``zoo quantize --dtype bf16`` makes it; ONNX Runtime fp32,
+OpenVINO fp32 and int8, the deployed ones each in its own process, :mod:`zoo_bench.deployed`)
+beside
 GluonCV's closest models, and names the fastest at each batch size; given a trained
 checkpoint and a dataset split, also what the fastest costs in accuracy
 (:mod:`zoo_bench.accuracy`).
@@ -26,7 +28,7 @@ import mxnet as mx
 import numpy as np
 
 from zoo import artifact
-from zoo.predictor import Predictor
+from zoo.predictor import Predictor, bf16_unavailable
 from zoo.engine.precision import bf16_inference_graph, check_dtype
 from zoo.errors import OptionsError
 from zoo_bench.options import COMPARISONS, DTYPES, BenchmarkOptions
@@ -197,10 +199,11 @@ def _input_size(model):
 
 
 def checkpoint_subject(prefix, epoch=None):
-    """``(model, subject)`` of a saved artifact, run with its own (fp32 or int8) graph."""
+    """``(model, subject)`` of a saved artifact, run with its own (fp32, int8 or bf16)
+    graph."""
     saved = artifact.load(prefix, epoch)
     name = "%s-%04d %s" % (os.path.basename(prefix), saved.epoch, _input_size(saved.model))
-    return saved.model, predictor_subject("ours int8" if saved.is_int8 else "ours fp32", name,
+    return saved.model, predictor_subject("ours " + saved.precision["dtype"], name,
                                           saved.model, saved.symbol, saved.arg_params,
                                           saved.aux_params)
 
@@ -375,6 +378,22 @@ def deployed_subjects(options, model, ours, scratch):
             for side, path in files.items()], files
 
 
+def bf16_artifact_subjects(options, ours, scratch):
+    """With ``compare`` all on an fp32 checkpoint, where the CPU runs bfloat16 natively:
+    ``(subjects, {side: prefix})``, the checkpoint's bf16 artifact, written into the folder
+    ``scratch`` by ``zoo quantize --dtype bf16``'s job and run as saved (scored as saved too,
+    where a dataset is given)."""
+    if options.compare != "all" or not options.checkpoint or ours[0].precision != "fp32" \
+            or bf16_unavailable():
+        return [], {}
+    from zoo.jobs.quantize import QuantizeOptions, quantize
+    output = os.path.join(scratch, os.path.basename(options.checkpoint) + "-bf16")
+    prefix = quantize(QuantizeOptions(options.checkpoint, epoch=options.epoch, dtype="bf16",
+                                      output=output)).prefix
+    subject = checkpoint_subject(prefix)[1]
+    return [subject], {subject.side: prefix}
+
+
 def fp32_export(options, model, ours, path):
     """Our fp32 graph written to the ONNX file ``path``: a checkpoint's with its own class
     names and preprocessing, which scoring it on a dataset needs."""
@@ -499,7 +518,9 @@ def benchmark(options, log=print_line):
         model, ours = network_subjects(options)
     with tempfile.TemporaryDirectory() as scratch:
         deployed, files = deployed_subjects(options, model, ours, scratch)
-        ours = ours + deployed
+        converted, prefixes = bf16_artifact_subjects(options, ours, scratch)
+        ours = ours + converted + deployed
+        files = dict(prefixes, **files)
         references = reference_subjects(options, model, ours, scratch)
         result = _measured(options, model, ours, references, log)
         if options.data_split() is None:
@@ -509,9 +530,10 @@ def benchmark(options, log=print_line):
 
 
 def accuracy(options, side, files, fastest, scratch, log):
-    """The :class:`zoo_bench.accuracy.Score` of the checkpoint (``side``) and of each
-    deployed file (``files``) on the options' split, logged, then what each of the
-    ``fastest`` measurements gives up; returns the scores."""
+    """The :class:`zoo_bench.accuracy.Score` of the checkpoint (``side``) and of each other
+    deployment (``files``: a deployed file or an artifact prefix by side) on the options'
+    split, logged, then what each of the ``fastest`` measurements gives up; returns the
+    scores."""
     split = options.data_split()
     scores = [score(side, options.checkpoint, options.epoch, split, scratch)]
     scores += [score(name, path, None, split, scratch) for name, path in files.items()]

@@ -45,7 +45,8 @@ COMMANDS = {
     "detect": ("detect", "run an artifact or a deployed .onnx or .xml file over files, "
                          "folders, globs, lists and videos; write results JSON, pictures, "
                          "crops"),
-    "quantize": ("quantize", "quantize an artifact to int8, calibrated on a dataset split"),
+    "quantize": ("quantize", "quantize an artifact to int8 (calibrated on a dataset split) or "
+                             "bf16"),
     "export": ("export", "write a deployable artifact from an artifact or a registered model"),
     "check": ("check", "validate model configs against their graphs and print a table"),
     "check-data": ("check_data", "census of a dataset's splits and pictures of the first "

@@ -12,8 +12,8 @@ __all__ = ["add_arguments", "run"]
 
 
 def add_arguments(p):
-    add_checkpoint_flags(p, "artifact prefix (fp32, or int8 from `zoo quantize`), or a "
-                            "PREFIX.onnx or PREFIX.xml (OpenVINO) file from `zoo export`",
+    add_checkpoint_flags(p, "artifact prefix (fp32, or int8 or bf16 from `zoo quantize`), or "
+                            "a PREFIX.onnx or PREFIX.xml (OpenVINO) file from `zoo export`",
                          DemoOptions.epoch)
     p.add_argument("--image", required=True, help="image file (JPEG or PNG)")
     p.add_argument("--threshold", type=fraction, default=DemoOptions.threshold,

@@ -26,8 +26,8 @@ __all__ = ["add_arguments", "more_positionals", "run"]
 
 
 def add_arguments(p):
-    add_checkpoint_flags(p, "artifact prefix (fp32, or int8 from `zoo quantize`), or a "
-                            "PREFIX.onnx or PREFIX.xml (OpenVINO) file from `zoo export`",
+    add_checkpoint_flags(p, "artifact prefix (fp32, or int8 or bf16 from `zoo quantize`), or "
+                            "a PREFIX.onnx or PREFIX.xml (OpenVINO) file from `zoo export`",
                          DetectOptions.epoch)
     p.add_argument("inputs", nargs="*", metavar="INPUT",
                    help="image or video files, folders, globs (quote them: the zoo expands "

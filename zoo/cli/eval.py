@@ -14,8 +14,8 @@ __all__ = ["add_arguments", "run"]
 
 
 def add_arguments(p):
-    add_checkpoint_flags(p, "artifact prefix (fp32, or int8 from `zoo quantize`), or a deployed "
-                            "PREFIX.onnx or PREFIX.xml (OpenVINO) from `zoo export`",
+    add_checkpoint_flags(p, "artifact prefix (fp32, or int8 or bf16 from `zoo quantize`), or a "
+                            "deployed PREFIX.onnx or PREFIX.xml (OpenVINO) from `zoo export`",
                          EvalOptions.epoch)
     add_dataset_flags(p, EvalOptions, {"--split": "split to score"}, named=True)
     add_batch_flag(p, EvalOptions.batch_size)
@@ -27,15 +27,22 @@ def add_arguments(p):
     add_progress_flag(p)
 
 
+def precision_note(precision):
+    """What the summary line says of a quantized checkpoint's precision (nothing for fp32)."""
+    calibration = precision.get("calibration")
+    if calibration:
+        return ", int8 (%s calibration)" % calibration["mode"]
+    return ", bf16" if precision["dtype"] == "bf16" else ""
+
+
 def run(args):
     result = evaluate(options_from(EvalOptions, args))
-    calibration = result.precision.get("calibration")
     where = (args.annotations.replace("{split}", args.split) if args.annotations
              else "%s/%s" % (args.data_root, args.split))
     print("%d images of %s, %s%s" % (
         result.images, where,
         args.checkpoint if result.epoch is None else "epoch %d" % result.epoch,
-        ", int8 (%s calibration)" % calibration["mode"] if calibration else ""))
+        precision_note(result.precision)))
     print(format_table(result.class_names, dict(result.voc, coco=result.coco_classes)))
     print("COCO AP %.4f  AP50 %.4f  AP75 %.4f"
           % (result.coco["AP"], result.coco["AP50"], result.coco["AP75"]))

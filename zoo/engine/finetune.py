@@ -67,11 +67,11 @@ def source_config(prefix, epoch=None):
 
 
 def _check_source(meta, name, model):
-    """Refuse an int8 source or one of another architecture or backbone, in one line."""
-    dtype = meta["precision"].get("dtype")
-    if dtype != "fp32":
-        raise OptionsError("init_from %s is an %s artifact: fine-tune from the fp32 artifact "
-                           "it was made from" % (name, dtype))
+    """Refuse an int8 or bf16 source or one of another architecture or backbone, in one
+    line."""
+    refusal = artifact.fp32_only(name, meta["precision"], "fine-tune from")
+    if refusal:
+        raise OptionsError("init_from " + refusal)
     theirs = meta["config"].get("arch"), meta["config"].get("backbone")
     ours = model.spec["arch"], model.spec["backbone"]
     if theirs != ours:
@@ -139,8 +139,9 @@ def init_from(model, prefix, epoch=None, seed=None):
     """``(arg_params, aux_params, summary)``: ``model``'s parameters started from the
     artifact at ``prefix`` (epoch ``epoch``, None: its best validated, else newest), the
     rest from ``model.init_params(seed=seed)``; ``summary`` an :class:`InitSummary`.
-    Raises :class:`zoo.errors.OptionsError` for an int8 source or another architecture or
-    backbone, :class:`zoo.artifact.ArtifactError` for a missing or damaged one."""
+    Raises :class:`zoo.errors.OptionsError` for an int8 or bf16 source or another
+    architecture or backbone, :class:`zoo.artifact.ArtifactError` for a missing or damaged
+    one."""
     meta, name = _source(prefix, epoch)
     _check_source(meta, name, model)
     files = artifact.epoch_files(prefix, meta["epoch"])

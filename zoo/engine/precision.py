@@ -29,7 +29,10 @@ SSD-512 ResNet-50) and MXNet's profiler (see :data:`FP32_OPS`):
   pass would mistype it).
 
 :func:`bf16_inference_graph` converts an inference graph the same way, its weights stored
-in bfloat16, for ``zoo benchmark --dtypes bf16`` (no artifact is written in bf16).
+in bfloat16, for ``zoo benchmark --dtypes bf16`` and ``zoo quantize --dtype bf16`` (a bf16
+artifact, :mod:`zoo.jobs.quantize`). Whether the CPU runs bfloat16 natively is
+:func:`zoo.predictor.bf16_unavailable`'s to say (here too), so that loading a bf16 artifact
+can ask it.
 """
 import json
 
@@ -38,7 +41,8 @@ import numpy as np
 from mxnet.contrib import amp
 
 from zoo.errors import OptionsError
-from zoo.predictor import fuse
+from zoo.predictor import (BF16_INSTRUCTION_SETS, bf16_instruction_sets, bf16_unavailable,
+                           cpu_flags, fuse)
 
 __all__ = ["BF16_INSTRUCTION_SETS", "CHANNEL_BLOCK", "DTYPES", "bf16_inference_graph",
            "bf16_instruction_sets", "bf16_layers", "bf16_training_symbol", "bf16_unavailable",
@@ -46,9 +50,6 @@ __all__ = ["BF16_INSTRUCTION_SETS", "CHANNEL_BLOCK", "DTYPES", "bf16_inference_g
 
 DTYPES = ("fp32", "bf16", "auto")
 """``--dtype`` of training: ``auto`` is bf16 where the CPU runs it natively, else fp32."""
-BF16_INSTRUCTION_SETS = ("avx512_bf16", "amx_bf16")
-"""The /proc/cpuinfo flags of native bfloat16 arithmetic (Intel Cooper Lake and later,
-AMD Zen 4 and later; AMX on Sapphire Rapids and later)."""
 CHANNEL_BLOCK = 16
 """oneDNN's channel block of bfloat16 convolutions on AVX-512."""
 SHAPE_ONLY_OPS = ("_contrib_MultiBoxPrior",)
@@ -62,36 +63,6 @@ element in software, 1.4x the time of casting to fp32, clipping and casting back
 CONVERTED_OPS = ("Convolution", "FullyConnected")
 FUSED_OPS = ("_sg_mkldnn_conv", "_sg_mkldnn_fully_connected")
 """MKL-DNN's fused convolution and fully connected operators (:func:`zoo.predictor.fuse`)."""
-
-
-def cpu_flags(path="/proc/cpuinfo"):
-    """The CPU's feature flags (empty where ``path`` cannot be read: not Linux)."""
-    try:
-        with open(path) as stream:
-            for line in stream:
-                if line.startswith("flags"):
-                    return frozenset(line.split(":", 1)[1].split())
-    except OSError:
-        pass
-    return frozenset()
-
-
-def bf16_instruction_sets():
-    """Which of :data:`BF16_INSTRUCTION_SETS` this CPU has."""
-    flags = cpu_flags()
-    return tuple(name for name in BF16_INSTRUCTION_SETS if name in flags)
-
-
-def bf16_unavailable(ctx="cpu"):
-    """Why training on ``ctx`` (a device string) cannot run in bfloat16, or None."""
-    if ctx != "cpu":
-        return "bfloat16 training runs on the CPU's oneDNN kernels, not on %s" % ctx
-    if not mx.runtime.Features().is_enabled("MKLDNN"):
-        return "this MXNet build has no oneDNN (MKLDNN), whose kernels run bfloat16"
-    if not bf16_instruction_sets():
-        return ("this CPU has neither %s among its /proc/cpuinfo flags: bfloat16 would be "
-                "emulated, slower than fp32" % " nor ".join(BF16_INSTRUCTION_SETS))
-    return None
 
 
 def check_dtype(dtype, ctx="cpu", flag="--dtype"):

@@ -502,10 +502,14 @@ class Trainer:
                 else "it has none"))
 
     def _check_resumed(self):
-        """Refuse, in one line, a checkpoint that has no epoch left to train or that holds
-        another model's parameters or classes (Module would fail deep inside MXNet)."""
+        """Refuse, in one line, an int8 or bf16 checkpoint, one that has no epoch left to
+        train, or one that holds another model's parameters or classes (Module would fail
+        deep inside MXNet)."""
         resumed = self.resumed
-        name = "%s-%04d" % (resumed.prefix, resumed.epoch)
+        name = resumed.name
+        refusal = artifact.fp32_only(name, resumed.precision, "resume")
+        if refusal:  # a bf16 one's weights would fit, rounded, with no optimizer state
+            raise TrainingError(refusal)
         if resumed.epoch >= self.options.epochs:
             raise TrainingError("%s has trained %d epochs already and epochs is %d (it counts "
                                 "every epoch from the first): ask for more to go on"

@@ -39,7 +39,7 @@ class MXNetEngine:
 
 
 def load_detector(prefix, epoch=None, ctx=None, exif="apply", data_threads=None):
-    """The :class:`Detector` of a saved artifact, fp32 or int8 (``epoch`` None: its best
+    """The :class:`Detector` of a saved artifact, fp32, int8 or bf16 (``epoch`` None: its best
     epoch, else its newest), on ``ctx`` (default CPU); ``exif`` and ``data_threads`` as
     :class:`Detector` takes them. :func:`zoo.open_detector` opens a deployed file too."""
     return Detector.from_artifact(load_artifact(prefix, epoch, ctx), ctx, exif, data_threads)

@@ -1,6 +1,6 @@
 """Draw a checkpoint's detections (boxes, class names, scores) on an image, written in the
-format the output file's extension names (PNG, JPEG, ...): an artifact's (fp32 or int8), or a
-deployed ``.onnx`` or ``.xml`` file's (:func:`zoo.open_detector`)."""
+format the output file's extension names (PNG, JPEG, ...): an artifact's (fp32, int8 or bf16),
+or a deployed ``.onnx`` or ``.xml`` file's (:func:`zoo.open_detector`)."""
 import os
 from dataclasses import dataclass
 from typing import Optional
@@ -14,7 +14,7 @@ __all__ = ["DemoOptions", "demo"]
 
 @dataclass(frozen=True)
 class DemoOptions:
-    checkpoint: str                      # artifact prefix (fp32, int8), .onnx or .xml file
+    checkpoint: str                      # artifact prefix (fp32, int8, bf16), .onnx or .xml file
     image: str
     output: str = "detections.png"
     epoch: Optional[int] = None          # None: the best validated epoch, else the newest

@@ -67,7 +67,7 @@ NAMED_ENTRIES = 3
 
 @dataclass(frozen=True)
 class DetectOptions:
-    checkpoint: str                          # artifact prefix (fp32, int8), .onnx or .xml file
+    checkpoint: str                          # artifact prefix (any precision), .onnx, .xml
     inputs: Tuple[str, ...]                  # files, folders, globs, @LIST files
     output: str = os.path.join("output", "detect")
     epoch: Optional[int] = None              # None: the best validated epoch, else the newest

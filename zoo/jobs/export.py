@@ -140,13 +140,12 @@ def _export(options):
     if options.network is not None:
         artifact.export(source.model, options.output, fused=options.fused)
         return ExportResult(options.output, 0, artifact.epoch_files(options.output, 0).meta)
-    if source.is_int8 and not options.fused:
-        raise artifact.ArtifactError("%s-%04d: an int8 graph runs on MKL-DNN only; it has "
-                                     "no portable unfused form" % (options.checkpoint,
-                                                                   source.epoch))
-    # An int8 graph is deployed as it is; an fp32 one is rebuilt fused or portable.
-    symbol = source.symbol if source.is_int8 else (
-        None if options.fused else source.model.symbol())
+    derived = source.precision["dtype"] != "fp32"
+    if derived and not options.fused:
+        raise artifact.ArtifactError("%s: a %s graph runs on MKL-DNN only; it has no portable "
+                                     "unfused form" % (source.name, source.precision["dtype"]))
+    # An int8 or bf16 graph is deployed as it is; an fp32 one is rebuilt fused or portable.
+    symbol = source.symbol if derived else (None if options.fused else source.model.symbol())
     meta_path = artifact.save(options.output, source.epoch, source.model, source.arg_params,
                               source.aux_params, symbol=symbol, precision=source.precision)
     return ExportResult(options.output, source.epoch, meta_path)

@@ -27,7 +27,8 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from zoo.artifact import ArtifactError, atomic_write, class_names as config_class_names
+from zoo.artifact import (ArtifactError, atomic_write, class_names as config_class_names,
+                          fp32_only)
 from zoo.errors import OptionsError
 from zoo.onnx import FORMAT, GRAPH_PREPROCESSING, OUTPUT, converters
 from zoo.schema.checks import repeated
@@ -70,9 +71,9 @@ def export_model(model, arg_params, aux_params, path, *, class_names=None, prepr
 
 def export_artifact(artifact, path, graph_preprocessing="none"):
     """Write a loaded fp32 :class:`zoo.artifact.Artifact` to the ONNX file ``path``."""
-    if artifact.is_int8:
-        raise ArtifactError("%s: an int8 graph runs on MKL-DNN only; export the fp32 artifact "
-                            "it was quantized from" % artifact.prefix)
+    refusal = fp32_only(artifact.name, artifact.precision, "export")
+    if refusal:
+        raise ArtifactError(refusal)
     return export_model(artifact.model, artifact.arg_params, artifact.aux_params, path,
                         class_names=artifact.class_names, preprocessing=artifact.preprocessing,
                         graph_preprocessing=graph_preprocessing)

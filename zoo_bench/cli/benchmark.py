@@ -39,7 +39,7 @@ def add_arguments(p):
                         help="registered model, built with fresh parameters: %s"
                              % ", ".join(list_models()))
     source.add_argument("--checkpoint", metavar="PREFIX",
-                        help="artifact prefix (fp32 or int8), run with its own graph, "
+                        help="artifact prefix (fp32, int8 or bf16), run with its own graph, "
                              "parameters and data shape; or a deployed .onnx or .xml file, "
                              "timed alone on ONNX Runtime or OpenVINO (no MXNet needed)")
     p.add_argument("--epoch", type=nonnegative_int, default=BenchmarkOptions.epoch,
