@@ -306,7 +306,8 @@ def test_the_readme_deployment_runs_without_mxnet(deployment):
     refused = ["zoo train --network ssd_mobilenetv2_stride8 --data-root output/shapes",
                "zoo detect --checkpoint output/train/ssd_mobilenetv2_stride8 output/shapes"]
     done = run_without_mxnet(deployment, ["zoo --version"] + zoo_lines + [coco_eval] + refused,
-                             [section_code("## Deploy without MXNet", os.path.join("docs", "deployment.md")), COCO_ROUTE])
+                             [section_code("## Deploy without MXNet",
+                                           os.path.join("docs", "deployment.md")), COCO_ROUTE])
     assert done["loaded"] == []
     version, evaluated, detected, timed, scored, *rest = done["runs"]
     assert version["status"] == 0 and version["stdout"].startswith("zoo ")

@@ -11,8 +11,8 @@ import mxnet as mx
 from zoo.artifact import OptimizerState
 
 __all__ = ["SETTINGS", "aux_arrays", "current_lr", "executors", "kvstore",
-           "mark_params_changed", "module_contexts", "optimizer_state", "param_arrays", "set_optimizer_state",
-           "set_update_count"]
+           "mark_params_changed", "module_contexts", "optimizer_state", "param_arrays",
+           "set_optimizer_state", "set_update_count"]
 
 SETTINGS = ("lr", "wd", "momentum", "rescale_grad", "clip_gradient")
 

@@ -243,7 +243,8 @@ class Trainer:
     are called in order: ``before_train(trainer)`` before the module is built,
     ``before_epoch(trainer, epoch)``, ``before_step(trainer, epoch, batch_index, batch)``
     with the loader's batch before it enters the network,
-    ``after_step(trainer, epoch, batch_index, losses)`` after each update, ``after_epoch(trainer, epoch, row)``, ``after_train(trainer)``;
+    ``after_step(trainer, epoch, batch_index, losses)`` after each update,
+    ``after_epoch(trainer, epoch, row)``, ``after_train(trainer)``;
     ``epoch`` counts from 0. A hook whose ``only_rank0`` is true runs on rank 0 only.
 
     ``kvstore`` is a created ``dist_*`` kvstore when this process is one worker of a cluster

@@ -67,17 +67,17 @@ def batchnorm_path(prefix):
 
 class BatchNormCheck(Hook):
     """The check (see the module), every ``interval`` epochs within its :data:`BUDGET` and
-    after the last one, once the run has made :data:`MIN_STEPS` updates: one warning, the first time a loss is
-    :data:`LOSS_RATIO_LIMIT` times larger in eval mode or more and the layer whose running
-    statistics are furthest from its batches' is :data:`FACTOR_LIMIT` off or more, naming
-    that layer."""
+    after the last one, once the run has made :data:`MIN_STEPS` updates: one warning, the
+    first time a loss is :data:`LOSS_RATIO_LIMIT` times larger in eval mode or more and the
+    layer whose running statistics are furthest from its batches' is :data:`FACTOR_LIMIT`
+    off or more, naming that layer."""
     only_rank0 = True
 
     def __init__(self, prefix, interval=1, batches=BATCHES):
         self.prefix, self.interval, self.count = prefix, interval, batches
         self.batches, self.steps, self.rows, self.warned = [], 0, [], False
         self.probes = None  # bound at its first use, kept for the run
-        self.started, self.spent, self.cost = time.perf_counter(), 0.0, None
+        self.started, self.spent, self.cost = None, 0.0, None  # the run's clock, the check's
 
     def before_train(self, trainer):
         self.started = time.perf_counter()
@@ -180,8 +180,8 @@ def warning(score, batches, prefix):
             "or that come from another model (a converted or --init-from source) are the "
             "usual causes; --freeze-bn trains with fixed ones" % (
                 "training batch scores" if batches == 1
-                else "%d training batches score" % batches, score.ratio, score.loss, score.eval_losses[score.loss],
-                score.train_losses[score.loss], worst.name,
+                else "%d training batches score" % batches, score.ratio, score.loss,
+                score.eval_losses[score.loss], score.train_losses[score.loss], worst.name,
                 worst.factor, worst.shift, worst.variance_ratio, batchnorm_path(prefix)))
 
 
