@@ -291,15 +291,11 @@ def bind_probe(symbol, input_names, batch, ctx, shared=None):
     return probe
 
 
-def score_batches(trainer, symbol, layers, batches, arg_params, aux_params, probes=None):
+def score_batches(trainer, symbol, layers, batches, arg_params, aux_params, probes):
     """:class:`Score` of ``batches`` (DataBatches) through ``symbol`` (the run's training
-    graph) with copies of the parameters, on the run's first device (``probes``: from
-    :func:`bind_probes`). The target operators' sampling is seeded alike in both modes;
-    NumPy's random state is restored after (MXNet's is reseeded by the next epoch)."""
-    if probes is None:
-        probes = bind_probes(symbol, layers, trainer.input_names, batches[0],
-                             mxnet_contexts(trainer.options.ctx)[0], (arg_params, aux_params),
-                             trainer.options.dtype == "bf16")
+    graph) with copies of the parameters, on the ``probes`` :func:`bind_probes` bound. The
+    target operators' sampling is seeded alike in both modes; NumPy's random state is
+    restored after (MXNet's is reseeded by the next epoch)."""
     count = len(symbol.list_outputs())
     losses = {mode: dict.fromkeys(trainer.model.loss_names, 0.0) for mode in (True, False)}
     moments = []
