@@ -33,6 +33,20 @@ SETTINGS_VARIANTS = {
 END_TO_END_MODELS = sorted(set(zoo.list_models()) - set(SETTINGS_VARIANTS))
 """The registered models the end-to-end tests run: all but :data:`SETTINGS_VARIANTS`."""
 
+DEEPER_TWINS = {
+    # model: the model it deepens. ResNet-101 is ResNet-50 with 17 more stage-3 units
+    # (test_models.test_resnet101_adds_exactly_17_stage3_units), built by the same builders;
+    # every model's graph is still built, exported, proved and quantized in `make test`.
+    "ssd_resnet101": "ssd_resnet50",
+    "faster_rcnn_resnet101": "faster_rcnn_resnet50",
+    "faster_rcnn_fpn_resnet101": "faster_rcnn_fpn_resnet50",
+}
+END_TO_END_RUNS = [pytest.param(name, marks=pytest.mark.slow) if name in DEEPER_TWINS
+                   else name for name in END_TO_END_MODELS]
+""":data:`END_TO_END_MODELS` for the longest end-to-end runs (training an epoch, the ONNX
+export): :data:`DEEPER_TWINS` run in `make test-slow` only (about 70 s of the two workers'
+time in `make test`, where the shallower twin runs)."""
+
 
 @pytest.fixture(scope="module")
 def models():

@@ -16,7 +16,7 @@ from zoo_bench.inference import openvino_session
 from zoo.onnx import converters, parity
 from zoo.onnx.export import export_artifact, export_model
 
-from conftest import END_TO_END_MODELS
+from conftest import END_TO_END_RUNS
 from factories import unit_variance_params
 
 SMALL_FASTER_RCNN = {"data_shape": 128, "max_size": 224, "rpn_pre_nms_top_n_test": 1000,
@@ -141,7 +141,7 @@ def canvases(model):
     return [(height, width, None), other + (im_info,)]
 
 
-@pytest.mark.parametrize("name", END_TO_END_MODELS)
+@pytest.mark.parametrize("name", END_TO_END_RUNS)
 def test_every_model_detects_the_same_on_onnx_runtime(name, tmp_path):
     model = small_model(name)
     params = unit_variance_params(model, seed=3)

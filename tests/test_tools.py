@@ -26,7 +26,7 @@ from zoo.jobs.train import TrainOptions, make_trainer, train
 from zoo.onnx.runtime import load_onnx_detector
 from zoo.predictor import bf16_unavailable
 
-from conftest import END_TO_END_MODELS
+from conftest import END_TO_END_RUNS
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -326,7 +326,7 @@ def at_test_scale(network, folder):
     return path
 
 
-@pytest.mark.parametrize("network", END_TO_END_MODELS)
+@pytest.mark.parametrize("network", END_TO_END_RUNS)
 def test_every_model_trains_and_evaluates(network, shapes192, tmp_path):
     config = at_test_scale(network, str(tmp_path / "config"))
     options = train_options(shapes192, tmp_path, network=config, val_split="", batch_size=2,
