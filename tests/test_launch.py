@@ -114,6 +114,22 @@ def test_local_processes_get_their_cluster_environment():
     assert {spec.env["OMP_NUM_THREADS"] for spec in mine} == {"3"}
 
 
+@pytest.mark.parametrize("given", [None, "3"])
+def test_local_workers_share_the_cores_unless_the_user_set_threads(given):
+    # The command line chooses OMP_NUM_THREADS (all cores) for itself before it launches:
+    # that choice is its own, not the user's, and workers that inherited it ran 2.8x slower.
+    environ = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
+    if given:
+        environ["OMP_NUM_THREADS"] = given
+    done, _ = launch(["-n", "2", "-s", "1", "--grace", "1", "--", sys.executable, "-c",
+                      "import os; print('threads', os.environ['OMP_NUM_THREADS'])"],
+                     env=environ, timeout=120)
+    assert done.returncode == 0, done.stderr
+    cores = len(os.sched_getaffinity(0))
+    threads = re.findall(r"^\[worker \d\] threads (\d+)$", done.stdout, re.M)
+    assert threads == [given or str(max(1, cores // 2))] * 2, done.stdout
+
+
 def test_ssh_command_line_is_exact():
     argv = distributed.ssh_argv("alice@node2", ["python", "tools/train.py", "--lr", "0.1"],
                                 {"DMLC_ROLE": "worker", "MXNET_X": "a b"}, "/work dir",

@@ -13,7 +13,8 @@ import tempfile
 from zoo.errors import OptionsError, quoted
 
 __all__ = ["ENGINE_NOTICE", "ENGINES", "SYNCHRONOUS_ENGINE", "VARIABLES", "check_environment",
-           "configure", "gpu_ids", "running", "use_fast_settings", "variable"]
+           "configure", "gpu_ids", "running", "use_fast_settings", "users_environment",
+           "variable"]
 
 SYNCHRONOUS_ENGINE = "NaiveEngine"
 ENGINE_NOTICE = "MXNet start using engine: "
@@ -86,24 +87,47 @@ def use_fast_settings():
     return True
 
 
+CHOSEN = {}
+"""The variables :func:`configure` set in this process's own environment, with the values it
+chose: the zoo's choices, not the user's (see :func:`users_environment`)."""
+
+
 def configure(environ=os.environ):
-    """Set the zoo's defaults in ``environ`` (a process environment); returns whether MXNet
-    will run the synchronous engine (the zoo's choice, here or in the process that started
-    this one)."""
+    """Set the zoo's defaults in ``environ`` (a process environment), each only where it is
+    unset; returns whether MXNet will run the synchronous engine (the zoo's choice, here or
+    in the process that started this one)."""
     # MXNet's CPU operators otherwise run element-wise work (ReLU6's clip, batch norm) on one
     # OpenMP thread here; all cores halve the training step.
-    environ.setdefault("OMP_NUM_THREADS", str(len(os.sched_getaffinity(0))))
+    _choose(environ, "OMP_NUM_THREADS", str(len(os.sched_getaffinity(0))))
     # The threaded engine runs MXNet's own operators (box_nms, topk, ROIAlign...) on worker
     # threads whose OpenMP teams contend with MKL-DNN's: on 2 cores a Faster R-CNN FPN takes
     # 0.35 s per 600x1000 image in int8 on the synchronous engine against 0.68 s on the
     # threaded one, and a training step the same time on both. ps-lite's asynchronous
     # pushes need the threaded engine: a process of a cluster (DMLC_ROLE set) keeps MXNet's.
     if "DMLC_ROLE" not in environ:
-        environ.setdefault("MXNET_ENGINE_TYPE", SYNCHRONOUS_ENGINE)
+        _choose(environ, "MXNET_ENGINE_TYPE", SYNCHRONOUS_ENGINE)
     # MXNet logs "Subgraph backend MKLDNN is activated." on every executor it binds with
     # MKL-DNN's fusion (graph_executor.cc), some 21 times in one FPN validation: no news.
-    environ.setdefault("MXNET_SUBGRAPH_VERBOSE", "0")
+    _choose(environ, "MXNET_SUBGRAPH_VERBOSE", "0")
     return environ.get("MXNET_ENGINE_TYPE") == SYNCHRONOUS_ENGINE
+
+
+def _choose(environ, name, value):
+    """Set ``name`` to ``value`` in ``environ`` if unset, noted in :data:`CHOSEN` when
+    ``environ`` is this process's."""
+    if name not in environ:
+        environ[name] = value
+        if environ is os.environ:
+            CHOSEN[name] = value
+
+
+def users_environment(environ=os.environ):
+    """``environ`` without the variables :func:`configure` chose in this process (those still
+    at the chosen value): what the user set. A launcher chooses them again for the processes
+    it starts: ``zoo launch`` shares the cores among its local workers, where each inheriting
+    all of them ran its training 2.8 times slower (2 workers on 2 cores)."""
+    return {name: value for name, value in environ.items()
+            if environ is not os.environ or CHOSEN.get(name) != value}
 
 
 class EngineStarter(importlib.abc.MetaPathFinder):

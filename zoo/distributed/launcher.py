@@ -21,6 +21,7 @@ from typing import Dict, List, Optional, Tuple
 
 from zoo.distributed import cluster as distributed
 from zoo.errors import OptionsError
+from zoo.process import users_environment
 
 __all__ = ["LaunchOptions", "launch", "process_specs", "read_hosts", "run", "say", "start", "stop"]
 
@@ -126,8 +127,9 @@ def scheduler_address(options, hosts):
 
 def process_specs(options, environ=None, hosts=None):
     """The :class:`ProcessSpec` of every process to start, the scheduler first. Remote
-    processes run through ssh, which itself gets this environment."""
-    environ = dict(os.environ if environ is None else environ)
+    processes run through ssh, which itself gets this environment. ``environ`` defaults to
+    this process's, less what the zoo chose in it (the cores are shared out here)."""
+    environ = users_environment() if environ is None else dict(environ)
     nodes = distributed.plan_nodes(options.num_servers, options.num_workers, hosts)
     uri = scheduler_address(options, hosts)
     if hosts:
