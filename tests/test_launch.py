@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import zoo.cli
-from zoo import artifact
+from zoo import artifact, process
 from zoo.distributed import cluster as distributed
 from zoo.distributed import launcher
 from zoo.cli import launch as launch_command
@@ -434,8 +434,10 @@ def assert_same_params(first, second):
 
 
 def launch_training(flags):
+    # the user's environment: the suite's own choice of threads (all cores) left to the launcher
     done, seconds = launch(["-n", "2", "-s", "1", "--connect-timeout", "300", "--",
-                            sys.executable, "-c", TRAIN_AND_DUMP] + flags, timeout=600)
+                            sys.executable, "-c", TRAIN_AND_DUMP] + flags, timeout=600,
+                           env=process.users_environment())
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     return done
 
