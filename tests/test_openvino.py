@@ -173,8 +173,9 @@ DATA_THREADS = 5
 @pytest.mark.parametrize("kind", ["artifact", ".onnx", ".xml"])
 def test_data_threads_are_the_decoding_threads_of_every_checkpoint_kind(
         kind, detect_prefix, shapes_exports, shapes, tmp_path, monkeypatch):
-    """``zoo eval --data-threads N`` decodes the images on N threads whatever runs the
-    checkpoint (MXNet, ONNX Runtime, OpenVINO), and ``zoo.open_detector`` takes them."""
+    """``zoo eval --data-threads N`` and ``zoo detect --data-threads N`` decode the images
+    on N threads whatever runs the checkpoint (MXNet, ONNX Runtime, OpenVINO), and
+    ``zoo.open_detector`` takes them."""
     checkpoint = detect_prefix if kind == "artifact" else shapes_exports[kind]
     made = []
     init = BatchRunner.__init__
@@ -187,6 +188,12 @@ def test_data_threads_are_the_decoding_threads_of_every_checkpoint_kind(
                      "--data-threads", str(DATA_THREADS), "--no-progress",
                      "--output", str(tmp_path / "eval.json")]) == 0
     assert made == [DATA_THREADS]
+    image = os.path.join(shapes, "JPEGImages", sorted(os.listdir(
+        os.path.join(shapes, "JPEGImages")))[0])
+    assert zoo_main(["detect", "--checkpoint", checkpoint, image, "--no-pictures",
+                     "--data-threads", str(DATA_THREADS), "--no-progress",
+                     "--output", str(tmp_path / "detect")]) == 0
+    assert made == [DATA_THREADS] * 2
     detector = zoo.open_detector(checkpoint, data_threads=DATA_THREADS)
     assert isinstance(detector, BatchDetector) and detector.runner.workers == DATA_THREADS
     assert zoo.open_detector(checkpoint).runner.workers < DATA_THREADS

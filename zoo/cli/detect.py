@@ -19,8 +19,9 @@ Examples:
     zoo detect --checkpoint model.xml photos/ --output output/detect --exist-ok
 """
 from zoo.jobs.detect import FORMATS, DetectOptions, detect
-from zoo.cli.common import (add_batch_flag, add_checkpoint_flags, add_exif_flag, add_progress_flag,
-                            comma_list, fraction, options_from, positive_int)
+from zoo.cli.common import (add_batch_flag, add_checkpoint_flags, add_data_threads_flag,
+                            add_exif_flag, add_progress_flag, comma_list, fraction,
+                            options_from, positive_int)
 
 __all__ = ["add_arguments", "more_positionals", "run"]
 
@@ -67,6 +68,7 @@ def add_arguments(p):
     p.add_argument("--strict", action="store_true",
                    help="stop at the first file that cannot be read (default: skip it)")
     add_exif_flag(p, DetectOptions.exif)
+    add_data_threads_flag(p, DetectOptions.data_threads)
     add_progress_flag(p)
 
 

@@ -84,6 +84,7 @@ class DetectOptions:
     txt: bool = False                        # one text file per picture
     strict: bool = False                     # stop at the first unreadable file
     exif: str = "apply"                      # "apply": photos as a viewer shows them
+    data_threads: Optional[int] = None       # decoding images; None: half the cores, at most 4
     exist_ok: bool = False                   # write into an output that holds files already
     progress: bool = True
 
@@ -94,6 +95,8 @@ class DetectOptions:
             raise OptionsError("every, batch_size and max_detections must be at least 1, got "
                                "%r, %r and %r" % (self.every, self.batch_size,
                                                  self.max_detections))
+        if self.data_threads is not None and self.data_threads < 1:
+            raise OptionsError("data_threads must be at least 1, got %r" % self.data_threads)
         if not 0.0 <= self.threshold <= 1.0:
             raise OptionsError("threshold must be in [0, 1], got %r" % self.threshold)
         if self.image_format not in (None,) + FORMATS:
@@ -336,6 +339,7 @@ def detect(options, detector=None):
     check_output(options.output, options.exist_ok)  # before the slow part: refused at once
     with stop_signals(stopped_before_detecting):
         detector = detector or open_detector(options.checkpoint, options.epoch,
+                                             data_threads=options.data_threads,
                                              exif=options.exif)
         labels = class_filter(detector.class_names, options.classes)
         expanded = gather_inputs(options)
