@@ -211,6 +211,23 @@ def add_data_threads_flag(parser, default):
                              "to train; half of them, at most 4, beside inference)")
 
 
+def add_input_size_flags(parser, options, max_size=False, of_network=False):
+    """``--data-shape`` and, with ``max_size``, ``--max-size`` (a Faster R-CNN's): a model's
+    input size, their defaults the fields of the same names of ``options``. ``of_network``:
+    they size the ``--network`` a command builds (a checkpoint brings its own)."""
+    def default(value):
+        return "the config's" if value is None else "%(default)s"
+    side = "input side of --network" if of_network else "input side"
+    parser.add_argument("--data-shape", type=positive_int, default=options.data_shape,
+                        help="%s%s (default: %s)" % (
+                            side, ", a Faster R-CNN's short side" if max_size else "",
+                            default(options.data_shape)))
+    if max_size:
+        parser.add_argument("--max-size", type=positive_int, default=options.max_size,
+                            help="a Faster R-CNN's long-side limit (default: %s)"
+                                 % default(options.max_size))
+
+
 def add_batch_flag(parser, default):
     parser.add_argument("--batch-size", type=positive_int, default=default,
                         help="images per batch")

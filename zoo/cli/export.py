@@ -17,8 +17,8 @@ Examples:
 from zoo.jobs.export import FORMATS, ExportOptions, export
 from zoo.onnx import GRAPH_PREPROCESSING
 from zoo.cli.common import (KINDS, add_class_map_flag, add_coco_file_flags, add_data_threads_flag,
-                            add_progress_flag, existing_folder, network, nonnegative_int,
-                            options_from, positive_int)
+                            add_input_size_flags, add_progress_flag, existing_folder, network,
+                            nonnegative_int, options_from, positive_int)
 
 __all__ = ["add_arguments", "run"]
 
@@ -32,8 +32,7 @@ def add_arguments(p):
     p.add_argument("--epoch", type=nonnegative_int, default=ExportOptions.epoch,
                    help="epoch of --checkpoint (default: the best validated one, else the "
                         "newest)")
-    p.add_argument("--data-shape", type=positive_int, default=ExportOptions.data_shape,
-                   help="input side of --network (default: the config's)")
+    add_input_size_flags(p, ExportOptions, of_network=True)
     p.add_argument("--output", required=True, metavar="PREFIX",
                    help="the file to write, one prefix for every format: PREFIX-NNNN.json "
                         "and .params (mxnet), PREFIX.onnx (onnx), PREFIX.xml and PREFIX.bin "

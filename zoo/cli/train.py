@@ -17,9 +17,9 @@ from zoo.engine.trainer import OPTIMIZERS
 from zoo.jobs.train import KV_STORES, TrainOptions, eval_command, train
 from zoo.cli import report
 from zoo.cli.common import (add_batch_flag, add_ctx_flag, add_dataset_flags, add_hidden_alias,
-                            add_progress_flag, comma_list, float_in, fraction, increasing,
-                            network, nonnegative_float, nonnegative_int, options_from,
-                            positive_float, positive_int)
+                            add_input_size_flags, add_progress_flag, comma_list, float_in,
+                            fraction, increasing, network, nonnegative_float, nonnegative_int,
+                            options_from, positive_float, positive_int)
 
 __all__ = ["add_arguments", "add_data_arguments", "run"]
 
@@ -37,8 +37,7 @@ def add_data_arguments(p, options):
                    metavar="SHARE",
                    help="with --skip-bad: stop when more than this share of a split's images "
                         "would be dropped, rather than train on the few left")
-    p.add_argument("--data-shape", type=positive_int, default=options.data_shape,
-                   help="input side (default: the config's)")
+    add_input_size_flags(p, options)
     add_batch_flag(p, options.batch_size)
     p.add_argument("--seed", type=nonnegative_int, default=options.seed,
                    help="seed of the initialisation, the data order and the augmentation")

@@ -22,7 +22,8 @@ import argparse
 
 from zoo_bench.options import COMPARISONS, DTYPES, BenchmarkOptions
 from zoo.config.registry import list_models
-from zoo.cli.common import KINDS, comma_list, nonnegative_int, options_from, positive_int
+from zoo.cli.common import (KINDS, add_input_size_flags, comma_list, nonnegative_int, options_from,
+                            positive_int)
 
 __all__ = ["add_arguments", "dtype", "run"]
 
@@ -45,12 +46,7 @@ def add_arguments(p):
     p.add_argument("--epoch", type=nonnegative_int, default=BenchmarkOptions.epoch,
                    help="epoch of --checkpoint (default: the best validated one, else the "
                         "newest)")
-    p.add_argument("--data-shape", type=positive_int, default=BenchmarkOptions.data_shape,
-                   help="input side of --network, a Faster R-CNN's height (default: the "
-                        "config's)")
-    p.add_argument("--max-size", type=positive_int, default=BenchmarkOptions.max_size,
-                   help="a Faster R-CNN --network's input width, its long-side bound "
-                        "(default: the config's)")
+    add_input_size_flags(p, BenchmarkOptions, max_size=True, of_network=True)
     p.add_argument("--dtypes", type=comma_list(dtype), default=",".join(BenchmarkOptions.dtypes),
                    help="comma-separated, of --network: %s (int8: naive calibration on the "
                         "benchmark input, for speed only; bf16: the graph converted by MXNet's "

@@ -9,7 +9,8 @@ Example:
 from zoo_bench.calibration import CalibrationBenchmarkOptions, benchmark_calibration
 from zoo.inference.quantization import CALIB_MODES, COLLECTORS
 from zoo.config.registry import list_models
-from zoo.cli.common import add_batch_flag, comma_list, options_from, positive_int
+from zoo.cli.common import (add_batch_flag, add_input_size_flags, comma_list, options_from,
+                            positive_int)
 
 __all__ = ["add_arguments", "run"]
 
@@ -17,11 +18,7 @@ __all__ = ["add_arguments", "run"]
 def add_arguments(p):
     p.add_argument("--network", default=CalibrationBenchmarkOptions.network, choices=list_models(),
                    metavar="NAME", help="registered model: %s" % ", ".join(list_models()))
-    p.add_argument("--data-shape", type=positive_int,
-                   default=CalibrationBenchmarkOptions.data_shape,
-                   help="input short side (default: the config's)")
-    p.add_argument("--max-size", type=positive_int, default=CalibrationBenchmarkOptions.max_size,
-                   help="Faster R-CNN input long side (default: the config's)")
+    add_input_size_flags(p, CalibrationBenchmarkOptions, max_size=True)
     p.add_argument("--images", type=positive_int, default=CalibrationBenchmarkOptions.images,
                    help="random calibration images")
     add_batch_flag(p, CalibrationBenchmarkOptions.batch_size)

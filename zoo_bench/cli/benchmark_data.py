@@ -8,8 +8,8 @@ Example:
     zoo benchmark-data --data-shape 512 --batch-size 32 --data-threads 2
 """
 from zoo_bench.data import COMPARISONS, DataBenchmarkOptions, benchmark_data
-from zoo.cli.common import (add_batch_flag, add_dataset_flags, add_hidden_alias, nonnegative_int,
-                     options_from, positive_int)
+from zoo.cli.common import (add_batch_flag, add_dataset_flags, add_hidden_alias,
+                            add_input_size_flags, nonnegative_int, options_from, positive_int)
 
 __all__ = ["add_arguments", "run"]
 
@@ -24,8 +24,7 @@ def add_arguments(p):
                         "the area of a 500x375 VOC image")
     p.add_argument("--num-images", type=positive_int, default=DataBenchmarkOptions.num_images,
                    help="embedded only: images generated; batches cycle over them")
-    p.add_argument("--data-shape", type=positive_int, default=DataBenchmarkOptions.data_shape,
-                   help="network input side")
+    add_input_size_flags(p, DataBenchmarkOptions)
     add_batch_flag(p, DataBenchmarkOptions.batch_size)
     p.add_argument("--batches", type=positive_int, default=DataBenchmarkOptions.batches,
                    help="timed batches per side (default: 5 per worker; GluonCV's workers "

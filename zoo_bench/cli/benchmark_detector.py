@@ -17,7 +17,7 @@ from zoo_bench.detector import (BUSY_CORES, DetectorBenchmarkOptions, batch_swee
                                 benchmark_detector, busy_detect, busy_report, report,
                                 sweep_report)
 from zoo.config.registry import list_models
-from zoo.cli.common import comma_list, fraction, options_from, positive_int
+from zoo.cli.common import add_input_size_flags, comma_list, fraction, options_from, positive_int
 
 __all__ = ["add_arguments", "run"]
 
@@ -31,8 +31,7 @@ def add_arguments(p):
                         help="registered model with random weights: %s"
                              % ", ".join(list_models()))
     source.add_argument("--checkpoint", metavar="PREFIX", help="artifact prefix, run as saved")
-    p.add_argument("--data-shape", type=positive_int, default=DEFAULTS.data_shape,
-                   help="input side of --network")
+    add_input_size_flags(p, DEFAULTS, of_network=True)
     p.add_argument("--images", dest="image_dir", default=None,
                    help="folder of images, any format the zoo reads (JPEG, PNG, BMP, TIFF, "
                         "WebP); other files are skipped and named (default: generate "

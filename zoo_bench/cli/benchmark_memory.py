@@ -6,7 +6,8 @@ Example:
 """
 from zoo_bench.memory import MemoryBenchmarkOptions, benchmark_memory
 from zoo.config.registry import list_models
-from zoo.cli.common import add_batch_flag, comma_list, nonnegative_int, options_from, positive_int
+from zoo.cli.common import (add_batch_flag, add_input_size_flags, comma_list, nonnegative_int,
+                            options_from, positive_int)
 
 __all__ = ["add_arguments", "run"]
 
@@ -14,8 +15,7 @@ __all__ = ["add_arguments", "run"]
 def add_arguments(p):
     p.add_argument("--network", default=MemoryBenchmarkOptions.network, choices=list_models(),
                    metavar="NAME", help="registered model: %s" % ", ".join(list_models()))
-    p.add_argument("--data-shape", type=positive_int, default=MemoryBenchmarkOptions.data_shape,
-                   help="input side (default: the config's)")
+    add_input_size_flags(p, MemoryBenchmarkOptions)
     add_batch_flag(p, MemoryBenchmarkOptions.batch_size)
     p.add_argument("--steps", type=positive_int, default=MemoryBenchmarkOptions.steps,
                    help="timed steps (the median is reported)")

@@ -21,8 +21,8 @@ import argparse
 
 from zoo_bench.train import GLUONCV_RECIPES, TrainBenchmarkOptions, benchmark_train
 from zoo.config.registry import list_models
-from zoo.cli.common import (add_batch_flag, comma_list, nonnegative_int, options_from,
-                            positive_float, positive_int)
+from zoo.cli.common import (add_batch_flag, add_input_size_flags, comma_list, nonnegative_int,
+                            options_from, positive_float, positive_int)
 from zoo.engine.precision import DTYPES
 
 __all__ = ["add_arguments", "run"]
@@ -32,10 +32,7 @@ def add_arguments(p):
     p.add_argument("--network", default=TrainBenchmarkOptions.network, choices=list_models(),
                    metavar="NAME", help="registered model; --compare gluoncv knows %s"
                    % ", ".join(GLUONCV_RECIPES))
-    p.add_argument("--data-shape", type=positive_int, default=TrainBenchmarkOptions.data_shape,
-                   help="input side (Faster R-CNN: the short side; default: the config's)")
-    p.add_argument("--max-size", type=positive_int, default=TrainBenchmarkOptions.max_size,
-                   help="Faster R-CNN: the longer side's limit (default: the config's)")
+    add_input_size_flags(p, TrainBenchmarkOptions, max_size=True)
     add_batch_flag(p, TrainBenchmarkOptions.batch_size)
     p.add_argument("--steps", type=positive_int, default=TrainBenchmarkOptions.steps,
                    help="steps per round: one epoch of each side")
