@@ -24,25 +24,37 @@ from zoo.engine import module_adapter
 from zoo.engine.hooks import Hook
 
 __all__ = ["BOX_TARGET_LIMITS", "CHECK", "INITIAL_LOSS_LIMITS", "InitialLossCheck",
-           "trivial_losses"]
+           "initial_loss_limit", "trivial_losses"]
 
 LOG = logging.getLogger("zoo.train")
 CHECK = "initial loss"
 
 # Healthy first losses over the trivial one, the zoo's own initialisation, first step of
-# `zoo train` at small sizes (SSD 192, Faster R-CNN 128), batch 2-4, on the embedded shapes
-# data (4 classes) and a 20-class relabelling of it:
+# `zoo train` at small sizes (SSD 192-300, Faster R-CNN 128), batch 2-4, on the embedded
+# shapes data (4 classes) and a 20-class relabelling of it:
 #   ssd_mobilenetv2_stride8, ssd_mobilenetv2 (seeds 0-4; 20 classes: seeds 0-2)  1.13x-1.37x
 #   ssd_mobilenetv2_stride8 resumed after 8 epochs                               0.55x
 #   ssd_mobilenetv2_stride8 fine-tuned (--init-from) onto other images, seeds 0-2 0.85x-1.97x
-#   faster_rcnn_mobilenetv2 (seeds 0-4; 20 classes: seeds 0-1), _resnet50 (seed 0)  0.94x-1.06x
-#   faster_rcnn_fpn_mobilenetv2 (seeds 0-4; 20 classes: 0-1), _resnet50 (seed 0)  1.34x-7.44x
+#   ssd_inceptionv3 at 300 (seeds 0-2)                                           1.47x-1.69x
+#   ssd_resnet50, ssd_resnet101 at 300, ssd_resnet50_v1_gluoncv_voc at 512 (seeds 0-2)
+#                                                                                3.10x-7.38x
+#   faster_rcnn_mobilenetv2 (seeds 0-4; 20 classes: seeds 0-1), _resnet50 (seeds 0-2),
+#   _resnet101, _inceptionv3, _resnet50_gluoncv_voc (seeds 0-2)                  0.84x-1.24x
+#   faster_rcnn_fpn_mobilenetv2 (seeds 0-4; 20 classes: 0-1), _resnet50 (seed 0),
+#   _resnet101, _inceptionv3, _resnet50_gluoncv_coco (seeds 0-2)                 1.19x-9.63x
 # SSD's hard-negative mining keeps the negatives the random head scores worst, hence its
-# start above 1. FPN's box head starts with class logits in the tens (rcnn_cls_loss up to
-# 18 against ln 5 from scratch: fc6 takes 12,544 unnormalised pyramid values): its limit
-# sits above what the zoo's own initialisation gives. A class head initialised 100x too
-# large gave 13x-30x.
-INITIAL_LOSS_LIMITS = {"ssd": 3.0, "faster_rcnn": 2.0, "faster_rcnn_fpn": 10.0}
+# start above 1; a ResNet's features grow with its depth (no normalisation after the last
+# residual sum), so its SSD heads start with larger class scores and box offsets. FPN's box
+# head starts with class logits in the tens (rcnn_cls_loss up to 18 against ln 5 from
+# scratch: fc6 takes 12,544 unnormalised pyramid values). Those limits sit above what the
+# zoo's own initialisation gives. A class head 100x too large (an --init-from source
+# trained an epoch, its class weights scaled) gave 13x-30x on MobileNetV2 SSDs, 13.7x and
+# 17.0x on ssd_resnet50 and ssd_resnet101, 87x on faster_rcnn_fpn_resnet50.
+INITIAL_LOSS_LIMITS = {"ssd": 3.0, "faster_rcnn": 2.0, "faster_rcnn_fpn": 12.0,
+                       ("ssd", "resnet50"): 10.0, ("ssd", "resnet101"): 10.0,
+                       ("ssd", "resnet50_v1"): 10.0}
+"""The limit of a first loss over the trivial one, by architecture or, where a backbone
+starts differently, by ``(architecture, backbone)``."""
 DEFAULT_LIMIT = 3.0
 """The limit of an architecture not measured."""
 # SSD's box term of the trivial predictor (the targets' smooth L1 per positive anchor) on
@@ -50,6 +62,14 @@ DEFAULT_LIMIT = 3.0
 # R-CNN's box terms are averaged over the sampled anchors and ROIs, mostly background
 # (0.003-0.4 measured), where absurd targets hardly show: not judged.
 BOX_TARGET_LIMITS = {"ssd": 12.0}
+
+
+def initial_loss_limit(arch, backbone):
+    """``(limit, what it is for)``: the first loss over the trivial one a healthy start of
+    ``arch`` on ``backbone`` stays under (:data:`INITIAL_LOSS_LIMITS`)."""
+    if (arch, backbone) in INITIAL_LOSS_LIMITS:
+        return INITIAL_LOSS_LIMITS[arch, backbone], "%s on %s" % (arch, backbone)
+    return INITIAL_LOSS_LIMITS.get(arch, DEFAULT_LIMIT), arch
 
 
 def trivial_losses(trainer, batch, epoch):
@@ -73,10 +93,11 @@ def trivial_losses(trainer, batch, epoch):
         trainer.seed_epoch(epoch)
 
 
-def log_name(value):
-    """``"ln 5"`` where ``value`` is the log of a small integer (a classification term of
-    the trivial predictor), else ``""``."""
-    count = round(math.exp(value)) if 0 < value < 10 else 0
+def log_name(name, value):
+    """``"ln 5"`` where ``name`` is a classification term (``*cls*``) and ``value`` the log
+    of a small integer (the trivial predictor's), else ``""``: a box term is the targets'
+    own size, which may lie near a log by chance (2.8332 against ln 17)."""
+    count = round(math.exp(value)) if "cls" in name and 0 < value < 10 else 0
     return "ln %d" % count if count > 1 and abs(value - math.log(count)) < 1e-3 else ""
 
 
@@ -88,8 +109,8 @@ def terms(losses, against=None):
         part = "%s %.3g" % (name, value)
         if against is not None:
             reference = against[name]
-            part += " against %.3g%s" % (reference, " = " + log_name(reference)
-                                         if log_name(reference) else "")
+            named = log_name(name, reference)
+            part += " against %.3g%s" % (reference, " = " + named if named else "")
         parts.append(part)
     return ", ".join(parts)
 
@@ -146,15 +167,15 @@ class InitialLossCheck(Hook):
         ratio = first / trivial
         LOG.info("initial loss %.4g, %.2fx the trivial predictor's %.4g on the same batch (%s)",
                  first, ratio, trivial, terms(self.first, self.trivial))
-        limit = INITIAL_LOSS_LIMITS.get(arch, DEFAULT_LIMIT)
+        limit, healthy = initial_loss_limit(arch, trainer.model.config.get("backbone"))
         warned = False
         if ratio > limit:
             trainer.health.warn(CHECK, (
                 "the first loss %.4g (%s) is %.1fx the trivial predictor's %.4g on the same "
                 "batch (equal class scores, zero box offsets: %s); healthy %s starts measure "
                 "under %gx; %s"
-                % (first, terms(self.first), ratio, trivial, terms(self.trivial), arch, limit,
-                   way_out(trainer))), epoch=epoch + 1)
+                % (first, terms(self.first), ratio, trivial, terms(self.trivial), healthy,
+                   limit, way_out(trainer))), epoch=epoch + 1)
             warned = True
         warned |= self.judge_box_targets(trainer, epoch)
         if not warned:
