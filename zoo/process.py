@@ -12,9 +12,9 @@ import tempfile
 
 from zoo.errors import OptionsError, quoted
 
-__all__ = ["ENGINE_NOTICE", "ENGINES", "SYNCHRONOUS_ENGINE", "VARIABLES", "check_environment",
-           "configure", "gpu_ids", "running", "use_fast_settings", "users_environment",
-           "variable"]
+__all__ = ["CHOSEN", "ENGINE_NOTICE", "ENGINES", "SYNCHRONOUS_ENGINE", "VARIABLES",
+           "check_environment", "configure", "gpu_ids", "running", "use_fast_settings",
+           "users_environment", "variable"]
 
 SYNCHRONOUS_ENGINE = "NaiveEngine"
 ENGINE_NOTICE = "MXNet start using engine: "
