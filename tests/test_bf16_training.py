@@ -233,8 +233,8 @@ def test_bf16_on_a_gpu_is_refused():
 def test_cpu_flags_are_read_from_cpuinfo(tmp_path):
     cpuinfo = tmp_path / "cpuinfo"
     cpuinfo.write_text("processor\t: 0\nflags\t\t: fpu avx512f avx512_bf16\n\nprocessor\t: 1\n")
-    assert precision.cpu_flags(str(cpuinfo)) == {"fpu", "avx512f", "avx512_bf16"}
-    assert precision.cpu_flags(str(tmp_path / "missing")) == frozenset()
+    assert zoo.predictor.cpu_flags(str(cpuinfo)) == {"fpu", "avx512f", "avx512_bf16"}
+    assert zoo.predictor.cpu_flags(str(tmp_path / "missing")) == frozenset()
 
 
 @needs_bf16

@@ -41,12 +41,11 @@ import numpy as np
 from mxnet.contrib import amp
 
 from zoo.errors import OptionsError
-from zoo.predictor import (BF16_INSTRUCTION_SETS, bf16_instruction_sets, bf16_unavailable,
-                           cpu_flags, fuse)
+from zoo.predictor import bf16_instruction_sets, bf16_unavailable, fuse
 
-__all__ = ["BF16_INSTRUCTION_SETS", "CHANNEL_BLOCK", "DTYPES", "bf16_inference_graph",
-           "bf16_instruction_sets", "bf16_layers", "bf16_training_symbol", "bf16_unavailable",
-           "check_dtype", "cpu_flags", "resolve_dtype"]
+__all__ = ["CHANNEL_BLOCK", "DTYPES", "bf16_inference_graph", "bf16_instruction_sets",
+           "bf16_layers", "bf16_training_symbol", "bf16_unavailable", "check_dtype",
+           "resolve_dtype"]
 
 DTYPES = ("fp32", "bf16", "auto")
 """``--dtype`` of training: ``auto`` is bf16 where the CPU runs it natively, else fp32."""
