@@ -140,10 +140,10 @@ def _export(options):
     if options.network is not None:
         artifact.export(source.model, options.output, fused=options.fused)
         return ExportResult(options.output, 0, artifact.epoch_files(options.output, 0).meta)
-    derived = source.precision["dtype"] != "fp32"
-    if derived and not options.fused:
-        raise artifact.ArtifactError("%s: a %s graph runs on MKL-DNN only; it has no portable "
-                                     "unfused form" % (source.name, source.precision["dtype"]))
+    refusal = artifact.fp32_only(source.name, source.precision, "export --no-fuse")
+    derived = refusal is not None
+    if derived and not options.fused:  # it has no portable unfused form
+        raise artifact.ArtifactError(refusal)
     # An int8 or bf16 graph is deployed as it is; an fp32 one is rebuilt fused or portable.
     symbol = source.symbol if derived else (None if options.fused else source.model.symbol())
     meta_path = artifact.save(options.output, source.epoch, source.model, source.arg_params,
