@@ -15,11 +15,13 @@ from dataclasses import dataclass
 
 import mxnet as mx
 
-from symbols.layers import StrictNameManager, dense, nms, pool, smooth_l1_loss
+from symbols.layers import (StrictNameManager, dense, nms, one_over_count, pool, scalar,
+                            scale_gradient, smooth_l1_loss)
 from symbols.rpn import RPNHead, proposals, rpn_losses, without_gradient
 
 __all__ = ["BoxHead", "Decoding", "Sampling", "TRAINING_OUTPUTS", "box_head", "box_predictor",
-           "detection_graph", "inference_symbol", "training_graph", "training_symbol"]
+           "detection_graph", "inference_symbol", "rcnn_loss_terms", "training_graph",
+           "training_symbol"]
 
 TRAINING_OUTPUTS = ("rpn_cls_loss", "rpn_bbox_loss", "rcnn_cls_loss", "rcnn_bbox_loss",
                     "rpn_label_out", "rcnn_label_out")
@@ -54,7 +56,7 @@ class Decoding:
 @dataclass(frozen=True)
 class Sampling:
     """Training targets: anchors per image for the RPN and ROIs per image for the head, their
-    foreground fractions and IoU thresholds; ``batch_images`` scales the box losses."""
+    foreground fractions and IoU thresholds."""
     rpn_batch_size: int
     rpn_fg_fraction: float
     rpn_positive_iou: float
@@ -62,7 +64,6 @@ class Sampling:
     rcnn_batch_rois: int
     rcnn_fg_fraction: float
     rcnn_fg_iou: float
-    batch_images: int
 
 
 def box_head(backbone, feature, rois, head, stride):
@@ -185,11 +186,24 @@ def training_graph(levels, box_features, im_info, label, head, settings, samplin
     cls_score, bbox_pred = box_predictor(box_features(sampled["proposal_target_rois_sampled"]),
                                          head.num_classes)
     classes = sampled["proposal_target_cls_label"]
-    cls_prob = mx.sym.SoftmaxOutput(cls_score, classes, name="rcnn_cls_loss",
-                                    normalization="batch")
-    box_loss = smooth_l1_loss(bbox_pred, sampled["proposal_target_bbox_target"],
-                         sampled["proposal_target_bbox_weight"], "rcnn_bbox", 1.0,
-                         1.0 / (sampling.rcnn_batch_rois * sampling.batch_images))
+    cls_prob, box_loss = rcnn_loss_terms(cls_score, bbox_pred, classes,
+                                         sampled["proposal_target_bbox_target"],
+                                         sampled["proposal_target_bbox_weight"])
     return mx.sym.Group([rpn_prob, rpn_box_loss, cls_prob, box_loss,
                          mx.sym.BlockGrad(rpn_label, name="rpn_label_out"),
                          mx.sym.BlockGrad(classes, name="rcnn_label_out")])
+
+
+def rcnn_loss_terms(cls_score, bbox_pred, classes, bbox_target, bbox_weight):
+    """``(class probabilities, box loss)`` of the R-CNN head over its sampled ROIs (rows):
+    softmax cross-entropy and smooth L1 (sigma 1) of the target class's deltas, each summed
+    and divided by the batch's ROIs, as GluonCV's Faster R-CNN recipe does. (The box term
+    was divided by one image's ROIs, the config's ``batch_images``, whatever the batch: 2x
+    GluonCV's gradient at 2 images a device.)"""
+    cls_prob = mx.sym.SoftmaxOutput(cls_score, classes, name="rcnn_cls_loss",
+                                    normalization="batch")
+    per_roi = one_over_count(scalar("_greater_equal_scalar", classes, 0, "rcnn_sampled"),
+                             "rcnn_per_roi")
+    box_loss = smooth_l1_loss(scale_gradient(bbox_pred, per_roi, 2, "rcnn_bbox_pred_scaled"),
+                              bbox_target, bbox_weight, "rcnn_bbox", 1.0, 1.0)
+    return cls_prob, box_loss

@@ -11,8 +11,8 @@ import mxnet as mx
 
 __all__ = ["BN_EPS", "BN_MOMENTUM", "BatchNormLayer", "StrictNameManager", "add", "batchnorm",
            "batchnorm_layers", "classifier_head", "concat", "constant", "conv", "conv_bn",
-           "dense", "gather_rows", "global_stats_batchnorm", "nms", "pool", "relu", "relu6",
-           "scalar", "smooth_l1_loss"]
+           "dense", "gather_rows", "global_stats_batchnorm", "nms", "one_over_count", "pool",
+           "relu", "relu6", "scalar", "scale_gradient", "smooth_l1_loss"]
 
 BN_EPS = 1e-5
 BN_MOMENTUM = 0.9
@@ -169,6 +169,29 @@ def gather_rows(rows, index, name):
 
 def concat(parts, axis, name):
     return parts[0] if len(parts) == 1 else mx.sym.concat(*parts, dim=axis, name=name)
+
+
+def scale_gradient(x, scale, ndim, name):
+    """``x`` (of ``ndim`` axes) unchanged, its gradient multiplied by ``scale`` ``(1,)``, a
+    value computed in the graph (a loss's normaliser, which ``grad_scale`` cannot be).
+
+    ``BlockGrad(x) + (x - BlockGrad(x)) * scale`` is ``x`` bit for bit (``x - x`` is exactly
+    0) and only its second term carries a gradient. So a loss operator keeps its output (the
+    metrics read it) while its normalisation is set here.
+    """
+    held = mx.sym.BlockGrad(x, name=name + "_held")
+    moving = mx.sym.elemwise_sub(x, held, name=name + "_moving")
+    factor = mx.sym.Reshape(mx.sym.BlockGrad(scale, name=name + "_factor"), shape=(1,) * ndim,
+                            name=name + "_scale")
+    return mx.sym.elemwise_add(held, mx.sym.broadcast_mul(moving, factor, name=name + "_scaled"),
+                               name=name)
+
+
+def one_over_count(mask, name):
+    """``1 / max(sum(mask), 1)`` ``(1,)``: a loss normaliser, never a division by zero."""
+    count = mx.sym.sum(mask, name=name + "_count")
+    return mx.sym.reciprocal(scalar("_maximum_scalar", count, 1, name + "_count_min1"),
+                             name=name)
 
 
 def smooth_l1_loss(pred, target, weight, name, sigma, grad_scale):

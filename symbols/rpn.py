@@ -22,10 +22,12 @@ import numpy as np
 
 from symbols import box_coder
 from symbols import rcnn_targets  # noqa: F401  (registers the custom target operators)
-from symbols.layers import concat, constant, gather_rows, nms, relu, scalar, smooth_l1_loss
+from symbols.layers import (concat, constant, gather_rows, nms, one_over_count, relu, scalar,
+                            scale_gradient, smooth_l1_loss)
 
 __all__ = ["AnchorLevel", "CONVENTIONS", "LevelOutput", "ProposalSettings", "RPN", "RPNHead",
-           "RPN_CHANNELS", "gluoncv_base_anchors", "proposals", "rpn_losses", "without_gradient"]
+           "RPN_CHANNELS", "gluoncv_base_anchors", "proposals", "rpn_loss_terms", "rpn_losses",
+           "without_gradient"]
 
 RPN_CHANNELS = 512
 
@@ -444,11 +446,24 @@ def rpn_losses(levels, label, im_info, sampling, convention):
     labels = targets["rpn_target_label"]
     scores = concat([flat_scores(level.score, level.anchors.tag) for level in levels], 2,
                      "rpn_cls_score_all")
-    prob = mx.sym.SoftmaxOutput(scores, labels, name="rpn_cls_loss", multi_output=True,
-                                use_ignore=True, ignore_label=-1, normalization="valid")
     deltas = concat([flat_deltas(level.deltas, level.anchors.num_anchors, level.anchors.tag)
                       for level in levels], 1, "rpn_bbox_pred_all")
-    box_loss = smooth_l1_loss(deltas, targets["rpn_target_bbox_target"],
-                         targets["rpn_target_bbox_weight"], "rpn_bbox", 3.0,
-                         1.0 / (sampling.rpn_batch_size * sampling.batch_images))
+    prob, box_loss = rpn_loss_terms(scores, labels, deltas, targets["rpn_target_bbox_target"],
+                                    targets["rpn_target_bbox_weight"])
     return prob, box_loss, labels
+
+
+def rpn_loss_terms(scores, labels, deltas, bbox_target, bbox_weight):
+    """``(class probabilities, box loss)`` of the RPN: a two-way softmax over the sampled
+    anchors (label -1 is not sampled) and smooth L1 (sigma 3) of the positives' deltas, each
+    summed and divided by the batch's sampled anchors, as GluonCV's Faster R-CNN recipe
+    divides its sigmoid cross-entropy and box loss. The box term's divisor is the count
+    sampled, not the nominal ``rpn_batch_size`` per image: an image with too few anchors for a
+    full sample (a small input) would otherwise train its boxes more slowly."""
+    prob = mx.sym.SoftmaxOutput(scores, labels, name="rpn_cls_loss", multi_output=True,
+                                use_ignore=True, ignore_label=-1, normalization="valid")
+    per_sampled = one_over_count(scalar("_greater_equal_scalar", labels, 0, "rpn_sampled"),
+                                 "rpn_per_sampled")
+    box_loss = smooth_l1_loss(scale_gradient(deltas, per_sampled, 3, "rpn_bbox_pred_scaled"),
+                              bbox_target, bbox_weight, "rpn_bbox", 3.0, 1.0)
+    return prob, box_loss

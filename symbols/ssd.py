@@ -8,15 +8,17 @@ from dataclasses import dataclass
 
 import mxnet as mx
 
-from symbols.layers import BN_MOMENTUM, StrictNameManager, conv, conv_bn, nms, relu
+from symbols.layers import (BN_MOMENTUM, StrictNameManager, conv, conv_bn, nms, one_over_count,
+                            relu, scalar, scale_gradient)
 
 __all__ = ["AnchorBoxes", "DETECTION_OUTPUT", "Decoding", "EXTRA_STYLES", "FeatureMaps",
            "Matching", "POST_PROCESSING", "TRAINING_OUTPUTS", "anchors", "inference_symbol",
-           "multi_scale_features", "num_anchors", "predictions", "training_symbol"]
+           "losses", "multi_scale_features", "num_anchors", "predictions", "training_symbol"]
 
 TRAINING_OUTPUTS = ("cls_prob", "loc_loss", "cls_label")
 """The training graph's outputs by operator name: class probabilities (their gradient is
-the cross-entropy's), the masked smooth-L1 box loss and the class targets (-1 ignored, 0
+the cross-entropy's), the masked smooth-L1 box loss (both per positive anchor, see
+:func:`losses`) and the class targets (-1 ignored, 0
 background)."""
 DETECTION_OUTPUT = "det_out"
 """The extra output of a training graph built ``with_detections``: the batch's detections,
@@ -236,6 +238,32 @@ def inference_symbol(backbone, features, anchor_boxes, num_classes, decoding):
         return _detections(cls_preds, loc_preds, prior, decoding, "detection")
 
 
+def losses(cls_preds, loc_preds, loc_target, loc_mask, cls_target):
+    """``(cls_prob, loc_loss, cls_label)``: softmax cross-entropy over the anchors that count
+    (positives and mined negatives; -1 is ignored) and smooth L1 over the positives' box
+    offsets, each summed and divided by the batch's positive anchors, as the SSD paper and
+    GluonCV's ``SSDMultiBoxLoss`` do, so that an lr from either means the same here. (MXNet's
+    ``normalization="valid"``, used before, divided the class term by positives and negatives,
+    4x the positives at 3:1 mining, and the box term per coordinate: 0.25x the gradient.)"""
+    per_positive = one_over_count(scalar("_greater_scalar", cls_target, 0, "positive_anchors"),
+                                  "per_positive")
+    # SoftmaxOutput divides by the anchors that count ("valid"; its "null" divides by all the
+    # anchors of an image): scaled back by them, then divided by the positives.
+    counted = mx.sym.sum(scalar("_greater_equal_scalar", cls_target, 0, "counted_anchors"),
+                         name="num_counted")
+    cls_scale = mx.sym.elemwise_mul(counted, per_positive, name="cls_per_positive")
+    cls_prob = mx.sym.SoftmaxOutput(scale_gradient(cls_preds, cls_scale, 3, "cls_preds_scaled"),
+                                    cls_target, name="cls_prob", ignore_label=-1,
+                                    use_ignore=True, multi_output=True, normalization="valid")
+    loc_diff = mx.sym.elemwise_sub(scale_gradient(loc_preds, per_positive, 2, "loc_preds_scaled"),
+                                   loc_target, name="loc_diff")
+    loc_diff = mx.sym.elemwise_mul(loc_diff, loc_mask, name="loc_diff_masked")
+    loc_smooth = mx.sym.smooth_l1(loc_diff, scalar=1.0, name="loc_smooth_l1")
+    loc_loss = mx.sym.MakeLoss(loc_smooth, name="loc_loss", normalization="null")
+    cls_label = mx.sym.MakeLoss(cls_target, name="cls_label", grad_scale=0)
+    return cls_prob, loc_loss, cls_label
+
+
 def training_symbol(backbone, features, anchor_boxes, num_classes, decoding, matching,
                     with_detections=False):
     """Training graph on ``data`` and ``label`` ``(B, M, 5+)`` rows ``[cls, x1, y1, x2, y2, ...]``
@@ -254,15 +282,8 @@ def training_symbol(backbone, features, anchor_boxes, num_classes, decoding, mat
             negative_mining_ratio=matching.negative_mining_ratio, minimum_negative_samples=0,
             negative_mining_thresh=matching.negative_mining_thresh,
             variances=tuple(decoding.variances))
-        loc_target, loc_mask, cls_target = target[0], target[1], target[2]
-        cls_prob = mx.sym.SoftmaxOutput(cls_preds, cls_target, name="cls_prob", ignore_label=-1,
-                                        use_ignore=True, multi_output=True,
-                                        normalization="valid")
-        loc_diff = mx.sym.elemwise_sub(loc_preds, loc_target, name="loc_diff")
-        loc_diff = mx.sym.elemwise_mul(loc_diff, loc_mask, name="loc_diff_masked")
-        loc_smooth = mx.sym.smooth_l1(loc_diff, scalar=1.0, name="loc_smooth_l1")
-        loc_loss = mx.sym.MakeLoss(loc_smooth, name="loc_loss", normalization="valid")
-        cls_label = mx.sym.MakeLoss(cls_target, name="cls_label", grad_scale=0)
+        cls_prob, loc_loss, cls_label = losses(cls_preds, loc_preds, target[0], target[1],
+                                               target[2])
         if not with_detections:
             return mx.sym.Group([cls_prob, loc_loss, cls_label])
         detections = _detections(mx.sym.BlockGrad(cls_preds, name="cls_preds_nograd"),

@@ -25,6 +25,14 @@ class Architecture(abc.ABC):
     name = None
     """The ``arch`` value of configs of this family."""
 
+    recipe_lr = None
+    """``(lr, total batch)``: this family's SGD learning rate at that total batch (samples
+    per update, over devices and dist_sync workers). A run given no lr takes it scaled
+    linearly to its own total batch (Goyal et al. 2017; MMDetection's ``--auto-scale-lr``):
+    see :func:`zoo.jobs.train.learning_rate`. The losses are normalised as GluonCV's and the
+    papers' (per positive anchor for SSD, per sampled anchor and ROI for Faster R-CNN), so
+    an lr from either means the same here."""
+
     prediction_params = None
     """Regular expression of the parameters of the layers that output the class scores and
     box offsets (every stage's). Zeroed, they make the trivial predictor (equal class scores,

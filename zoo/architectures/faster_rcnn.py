@@ -29,7 +29,9 @@ SCHEMA = Schema("faster_rcnn", [
           "the stage that continues from `rpn_feature`, run on every ROI as box head"),
     Field("max_size", Int(1), 1000,
           "long-side bound; the reference input is `data_shape x max_size`"),
-    Field("batch_images", Int(1), 1, "images per device batch the samplers expect"),
+    Field("batch_images", Int(1), 1,
+          "no effect: the losses divide by the anchors and ROIs sampled in the batch (kept so "
+          "that older configs and artifacts load)"),
     Field("size_divisor", Optional(Int(1)), None,
           "a batch's canvas sides are multiples of it; null: the deepest stride the RPN reads "
           "(1 feeds a single image unpadded, as GluonCV does)"),
@@ -78,6 +80,9 @@ class FasterRCNN(Architecture):
     ``rpn_feature``."""
 
     name = "faster_rcnn"
+    # The zoo's default before the lr followed the batch (0.01 at the default batch 16);
+    # GluonCV's recipes take 0.01 at 8 images (1 a GPU) from a pretrained backbone.
+    recipe_lr = (0.01, 16)
     prediction_params = r"^(rpn|rcnn)_(cls_score|bbox_pred)_(weight|bias)$"
     schema = SCHEMA
     loss_names = LOSS_NAMES
@@ -194,7 +199,7 @@ def sampling(spec):
         rpn_batch_size=spec["rpn_batch_size"], rpn_fg_fraction=spec["rpn_fg_fraction"],
         rpn_positive_iou=spec["rpn_positive_iou"], rpn_negative_iou=spec["rpn_negative_iou"],
         rcnn_batch_rois=spec["rcnn_batch_rois"], rcnn_fg_fraction=spec["rcnn_fg_fraction"],
-        rcnn_fg_iou=spec["rcnn_fg_iou"], batch_images=spec["batch_images"])
+        rcnn_fg_iou=spec["rcnn_fg_iou"])
 
 
 def check_fields(config, levels=1):

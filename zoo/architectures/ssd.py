@@ -65,6 +65,8 @@ class SSD(Architecture):
     config derives them from the map size)."""
 
     name = "ssd"
+    # make demo's recipe, 0.0025 at its batch 8 (BENCHMARKS.md, "Accuracy bands")
+    recipe_lr = (0.005, 16)
     prediction_params = r"^head\d+_(cls|loc)_(weight|bias)$"
     schema = SCHEMA
     loss_names = LOSS_NAMES

@@ -70,9 +70,10 @@ def add_optimizer_arguments(p):
     p.add_argument("--epochs", type=positive_int, default=TrainOptions.epochs,
                    help="epochs to train in all")
     p.add_argument("--lr", type=positive_float, default=TrainOptions.lr,
-                   help="base learning rate of a step; gradients are averaged over devices "
-                        "and dist_sync workers, so N workers with --batch-size B train like "
-                        "one with N x B at the same --lr")
+                   help="learning rate of a step, kept whatever the batch (default: the "
+                        "architecture's recipe lr scaled linearly to the total batch, "
+                        "--batch-size x dist_sync workers; the run's first line says which); "
+                        "gradients are averaged over devices and dist_sync workers")
     p.add_argument("--lr-steps", type=increasing(comma_list(nonnegative_float)),
                    default=TrainOptions.lr_steps,
                    help="comma-separated epochs at which the lr drops (none by default)")

@@ -13,15 +13,15 @@ from zoo.inference.visualize import plot_training_log
 from zoo.jobs.demo import DemoOptions, demo
 from zoo.jobs.evaluate import EvalOptions, evaluate
 from zoo.jobs.export import ExportOptions, export
-from zoo.jobs.train import TrainOptions, train
+from zoo.jobs.recipes import SSD
+from zoo.jobs.train import train
 from zoo.runfiles import log_path
 
-__all__ = ["EPOCHS", "NETWORK", "QuickstartOptions", "TARGET_MAP", "python_line", "quickstart",
+__all__ = ["EPOCHS", "NETWORK", "QuickstartOptions", "python_line", "quickstart",
            "train_options"]
 
-NETWORK = "ssd_mobilenetv2_stride8"
-TARGET_MAP = 0.8
-EPOCHS = 5
+NETWORK = SSD.train.network
+EPOCHS = SSD.train.epochs
 ONNX_CHECK_IMAGES = 20
 """Held-out images on which the ONNX export must detect what MXNet does."""
 
@@ -30,6 +30,7 @@ ONNX_CHECK_IMAGES = 20
 class QuickstartOptions:
     output_dir: str = "output"
     epochs: int = EPOCHS
+    seed: int = 0
     progress: bool = True
 
 
@@ -47,21 +48,18 @@ class QuickstartResult:
     onnx_python_line: str                # one shell line using it on ONNX Runtime
 
 
-def train_options(root, train_dir, epochs, progress):
-    # Without pretrained weights a short schedule fits best without crops or zoom-out; the
-    # lr drops for the last epoch. Each quickstart starts afresh over the previous one.
-    return TrainOptions(network=NETWORK, dataset="voc", data_root=root, data_shape=192,
-                        batch_size=8, epochs=epochs, lr=0.01, wd=5e-4, warmup_epochs=0.2,
-                        lr_steps=(max(epochs - 1, 1),), max_expand=1.0, crop=False,
-                        val_interval=1, output_dir=train_dir, overwrite=True,
-                        progress=progress)
+def train_options(root, train_dir, epochs, progress, seed=0):
+    """make demo's training: the ``ssd`` recipe of :mod:`zoo.jobs.recipes`."""
+    return SSD.options(root, train_dir, seed, progress, epochs=epochs,
+                       lr_steps=(max(epochs - 1, 1),))
 
 
 def quickstart(options):
     """Run the job; overwrites the previous quickstart run in ``output_dir``."""
     root = embedded.generate(embedded.default_root(options.output_dir))
     train_dir = os.path.join(options.output_dir, "train")
-    trained = train(train_options(root, train_dir, options.epochs, options.progress))
+    trained = train(train_options(root, train_dir, options.epochs, options.progress,
+                                  options.seed))
     prefix = trained.prefix
     results = evaluate(EvalOptions(checkpoint=prefix, data_root=root, split="val",
                                    output=prefix + "-eval-val.json",  # this run's, anew

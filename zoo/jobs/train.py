@@ -12,7 +12,7 @@ from typing import Optional, Tuple
 from zoo import artifact, runlock
 from zoo.engine import finetune
 from zoo.data import DetectionLoader, inference_transform, train_transform
-from zoo.distributed.cluster import create_dist_kvstore, is_distributed
+from zoo.distributed.cluster import create_dist_kvstore, is_distributed, is_synchronous
 from zoo.engine.health import census
 from zoo.engine.health.first_batch import FirstBatch, picture_path
 from zoo.engine.health.batches import BatchRepeatCheck
@@ -33,8 +33,8 @@ from zoo.jobs import LOG_FORMAT
 from zoo.jobs.datasets import DataSplit
 
 __all__ = ["KV_STORES", "LOG", "TrainOptions", "build_train_model", "data_census", "eval_command",
-           "make_trainer", "open_data", "optimizer_options", "resume_prefix", "train",
-           "training_loader"]
+           "learning_rate", "make_trainer", "open_data", "optimizer_options", "resume_prefix",
+           "total_batch", "train", "training_loader"]
 
 LOG = logging.getLogger("zoo.train")
 CLASSES_SHOWN = 8
@@ -53,7 +53,8 @@ class TrainOptions:
     data_shape: Optional[int] = None     # None: the config's
     batch_size: int = 16                 # samples per step of this process, over its devices
     epochs: int = 10
-    lr: float = 0.01
+    lr: Optional[float] = None           # None: the architecture's recipe lr, scaled
+                                         # linearly to the total batch (learning_rate)
     lr_steps: Tuple[float, ...] = ()     # epochs at which the lr drops
     lr_factor: float = 0.1
     warmup_epochs: float = 0.0
@@ -138,7 +139,8 @@ def make_trainer(options, kvstore=None):
     precision, note = resolve_dtype(options.dtype, options.ctx)
     train_set, val_set = open_data(options, rank, num_workers)
     model = build_train_model(options, train_set.class_names, train_set.category_ids)
-    LOG.info("%s", header_line(options, model, len(train_set), precision, note))
+    lr, lr_note = learning_rate(options, model.arch, num_workers)
+    LOG.info("%s", header_line(options, model, len(train_set), precision, note, lr_note))
     health = HealthReport()
     if options.health and rank == 0:
         LOG.info("first batch, as the network gets it: %s", picture_path(options.output_dir))
@@ -156,9 +158,9 @@ def make_trainer(options, kvstore=None):
                           overwrite=options.overwrite, progress=options.progress,
                           run=run_record(options),
                           checks=health_checks(options, prefix, train_set, val_set, model))
-    return Trainer(model, loader, trainer_options(options, precision), optimizer_options(options),
-                   hooks=hooks, kvstore=kvstore, initial_params=initial_params(options, model),
-                   health=health)
+    return Trainer(model, loader, trainer_options(options, precision),
+                   optimizer_options(options, lr), hooks=hooks, kvstore=kvstore,
+                   initial_params=initial_params(options, model), health=health)
 
 
 def make_overfit_trainer(options, kvstore=None):
@@ -174,10 +176,11 @@ def make_overfit_trainer(options, kvstore=None):
     train_set = data_split(options, options.train_split).open()
     check_batch_size(options, len(train_set), 1)
     model = build_train_model(options, train_set.class_names, train_set.category_ids)
+    lr, lr_note = learning_rate(options, model.arch)
     LOG.info("overfit-batch: up to %d steps of %s on the first %d images of %s, without "
-             "augmentation or weight decay, %s", options.overfit_batch, model.name,
+             "augmentation or weight decay, %s, %s", options.overfit_batch, model.name,
              options.batch_size, data_split(options, options.train_split),
-             precision_words(precision, note))
+             precision_words(precision, note), lr_note)
     loader = OneBatchLoader(DetectionLoader(
         train_set, options.batch_size, inference_transform(model.preprocessing()),
         shuffle=False, seed=options.seed, num_workers=options.data_threads,
@@ -186,7 +189,7 @@ def make_overfit_trainer(options, kvstore=None):
     hooks = [DivergenceCheck(os.path.join(options.output_dir, model.name)),
              OverfitCheck(loader)] + ([ProgressBar()] if options.progress else [])
     return Trainer(model, loader, replace(trainer_options(options, precision), epochs=1),
-                   replace(optimizer_options(options), wd=0.0, lr_steps=(), warmup_epochs=0.0),
+                   replace(optimizer_options(options, lr), wd=0.0, lr_steps=(), warmup_epochs=0.0),
                    hooks=hooks, initial_params=initial_params(options, model),
                    health=HealthReport())
 
@@ -275,16 +278,41 @@ def data_split(options, split):
                      options.data_threads, options.annotations, options.image_dir)
 
 
-def header_line(options, model, images, precision="fp32", note=None):
-    """What a run trains, on what, in which precision (and, for ``--dtype auto``, why:
-    ``note``) and where its artifact goes, in one line."""
+def header_line(options, model, images, precision="fp32", note=None, lr_note=None):
+    """What a run trains, on what, at which lr (``lr_note``, from :func:`learning_rate`), in
+    which precision (and, for ``--dtype auto``, why: ``note``) and where its artifact goes,
+    in one line."""
     names = model.config["class_names"]
     shown = ", ".join(names[:CLASSES_SHOWN]) + (", ..." if len(names) > CLASSES_SHOWN else "")
-    return ("training %s: %d images of %s, %d classes (%s), %s parameters, batch %d, "
+    return ("training %s: %d images of %s, %d classes (%s), %s parameters, batch %d, %s"
             "%d epochs, %s, output %s" % (
                 model.name, images, data_split(options, options.train_split), len(names),
-                shown, "{:,}".format(model.num_params()), options.batch_size, options.epochs,
+                shown, "{:,}".format(model.num_params()), options.batch_size,
+                lr_note + ", " if lr_note else "", options.epochs,
                 precision_words(precision, note), os.path.join(options.output_dir, model.name)))
+
+
+def total_batch(options, num_workers=1):
+    """Samples per update: the batch of a process (over its devices) times the dist_sync
+    workers, whose gradients are averaged into one update (dist_async applies each
+    worker's alone)."""
+    return options.batch_size * (num_workers if is_synchronous(options.kv_store) else 1)
+
+
+def learning_rate(options, arch, num_workers=1):
+    """``(lr, note)``: the run's lr and, for its first line, where it came from. Given
+    (``--lr``), it is kept whatever the batch; else the architecture's recipe lr
+    (:attr:`~zoo.architectures.base.Architecture.recipe_lr`) scaled linearly from the
+    recipe's total batch to this run's (:func:`total_batch`)."""
+    if options.lr is not None:
+        return options.lr, "lr %g (--lr, not scaled)" % options.lr
+    base_lr, base_batch = arch.recipe_lr
+    batch = total_batch(options, num_workers)
+    lr = base_lr * batch / base_batch
+    if batch == base_batch:
+        return lr, "lr %g (the %s recipe's, at batch %d)" % (lr, arch.name, base_batch)
+    return lr, ("lr %g (the %s recipe's %g at batch %d, scaled linearly to batch %d; --lr "
+                "keeps one)" % (lr, arch.name, base_lr, base_batch, batch))
 
 
 def precision_words(precision, note=None):
@@ -347,11 +375,13 @@ def check_options(options):
     """Refuse options the trainer's or the optimizer's options would (the dtype, the freeze
     patterns, the lr schedule, ...): they are built here for their checks alone."""
     trainer_options(options, resolve_dtype(options.dtype, options.ctx)[0])
-    optimizer_options(options)
+    # Any positive lr checks the schedule: the run's own depends on the model (learning_rate).
+    optimizer_options(options, options.lr or 1.0)
 
 
-def optimizer_options(options):
-    return OptimizerOptions(name=options.optimizer, lr=options.lr, momentum=options.momentum,
+def optimizer_options(options, lr):
+    """The optimizer's options at the run's ``lr`` (:func:`learning_rate`)."""
+    return OptimizerOptions(name=options.optimizer, lr=lr, momentum=options.momentum,
                             wd=options.wd, clip_gradient=options.clip_gradient,
                             lr_steps=options.lr_steps, lr_factor=options.lr_factor,
                             warmup_epochs=options.warmup_epochs)
