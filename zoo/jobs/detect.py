@@ -23,7 +23,7 @@ results.json written for those finished (:class:`zoo.errors.Interrupted`).
 The images go through the detector's own batch runner, so results do not depend on the
 batch size; pictures and crops are encoded and written on worker threads of normal
 priority beside inference. Every file but results.jsonl (appended a line at a time) is
-written atomically.
+written atomically (:mod:`zoo.atomicfile`).
 """
 import collections
 import json
@@ -39,6 +39,7 @@ from typing import Optional, Tuple
 import numpy as np
 
 from zoo import runlock
+from zoo.atomicfile import write_text
 from zoo.errors import DataError, Interrupted, OptionsError
 from zoo.filenames import unique_components
 from zoo.checkpoint import open_detector
@@ -179,14 +180,6 @@ def detection_rows(found, crops=None):
     for row, path in zip(rows, crops or ()):
         row["crop"] = path
     return rows
-
-
-def write_text(path, text):
-    """Write ``text`` to ``path`` atomically."""
-    temporary = "%s.tmp-%d" % (path, os.getpid())
-    with open(temporary, "w", encoding="utf-8") as handle:
-        handle.write(text)
-    os.replace(temporary, path)
 
 
 def label_token(name):
