@@ -2,6 +2,8 @@
 parameters, small artifacts, tiny configs, worker programs) and how they read back what a run
 left (its files, a failed command's one error line). Fixtures that build these once a session
 live in conftest.py and call these."""
+import builtins
+import errno
 import hashlib
 import json
 import os
@@ -162,3 +164,46 @@ def tree_hashes(root):
     """``{relative path: sha256}`` of every file under ``root``: compare two to tell that a
     run left a folder as it was."""
     return {path: hashlib.sha256(data).hexdigest() for path, data in tree_bytes(root).items()}
+
+
+# -- Writes that fail --------------------------------------------------------------------------
+
+FULL_DISK = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+
+class FailingFile:
+    """A file opened for writing that takes half of the first write, then raises ``error``:
+    a disk that fills up (``FULL_DISK``), or Ctrl-C (``KeyboardInterrupt``) mid-write."""
+
+    def __init__(self, stream, error):
+        self.stream, self.error = stream, error
+
+    def write(self, data):
+        self.stream.write(data[:len(data) // 2])
+        self.stream.flush()
+        raise self.error
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        self.stream.close()
+
+    def __getattr__(self, name):
+        return getattr(self.stream, name)
+
+
+def failing_writes(monkeypatch, error, part=""):
+    """Make each file the zoo writes under a temporary name (``NAME.tmp-...``, as
+    :mod:`zoo.atomicfile` and the writers before it did) whose path holds ``part`` a
+    :class:`FailingFile` raising ``error``; returns the paths so opened."""
+    real, opened = builtins.open, []
+
+    def failing_open(path, mode="r", *args, **kwargs):
+        stream = real(path, mode, *args, **kwargs)
+        if "w" in mode and ".tmp-" in str(path) and part in str(path):
+            opened.append(str(path))
+            return FailingFile(stream, error)
+        return stream
+    monkeypatch.setattr(builtins, "open", failing_open)
+    return opened

@@ -429,10 +429,10 @@ def test_clean_temporary_files(tmp_path):
     prefix = str(tmp_path / "run")
     ended = subprocess.Popen([sys.executable, "-c", "pass"])
     ended.wait()
-    leftovers = [prefix + "-0003.params.tmp-%d" % ended.pid,
-                 prefix + "-symbol.json.tmp-%d" % ended.pid,
+    leftovers = [prefix + "-0003.params.tmp-%d-0" % ended.pid,
+                 prefix + "-symbol.json.tmp-%d" % ended.pid,  # the name before -N was added
                  prefix + "-0003.states.json.tmp-%d" % ended.pid]
-    kept = [prefix + "-0004.params.tmp-%d" % os.getpid(),  # a save under way
+    kept = [prefix + "-0004.params.tmp-%d-3" % os.getpid(),  # a save under way
             prefix + "-int8-0003.params.tmp-%d" % ended.pid,  # another artifact's
             prefix + "-0003.params"]
     for path in leftovers + kept:

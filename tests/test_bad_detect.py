@@ -1,10 +1,14 @@
 """Bad-input corpus, ``zoo detect``: names from model files and inputs that would be paths,
-runs stopped by a signal, a second run into one output, inputs named twice or inside the
-output, symlinked folders, labels that must parse back, damaged videos, GIFs and the files a
-folder leaves out. Every case runs through the CLI on files the test writes itself."""
+runs stopped by a signal and continued (--resume), a full disk, a second run into one
+output, inputs named twice or inside the output, symlinked folders, labels that must parse
+back, damaged videos, GIFs and the files a folder leaves out. Every case runs through the
+CLI on files the test writes itself."""
+import dataclasses
 import glob
 import json
 import os
+import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -20,9 +24,9 @@ from PIL import Image
 
 import zoo
 from zoo import artifact, runlock
-from zoo.cli import main
+from zoo.cli import build_parser, main
 
-from factories import smooth_image, tree_hashes
+from factories import FULL_DISK, failing_writes, smooth_image, tree_hashes
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(zoo.__file__)))
 """The checkout whose ``zoo`` the tests import, for a subprocess to run the same."""
@@ -233,8 +237,10 @@ def test_sigint_keeps_the_results_of_every_image_finished(detect_prefix, tmp_pat
     found = results(output)
     done = len(found["images"])
     assert 1 <= done < 12 and not found["complete"] and found["stopped_by"] == "SIGINT"
-    assert line == ("zoo detect: error: stopped by SIGINT after %d of 12 images; their "
-                    "results are in %s" % (done, output / "results.json"))
+    assert line == ("zoo detect: error: stopped by SIGINT with %d of 12 images written; %s "
+                    "holds their results; continue with: zoo detect --checkpoint %s %s "
+                    "--output %s --batch-size 2 --no-progress --resume"
+                    % (done, output / "results.json", detect_prefix, folder, output))
     for entry in found["images"]:
         assert os.path.isfile(str(output / entry["picture"]))
     with open(str(output / "results.jsonl")) as stream:
@@ -278,10 +284,163 @@ def test_sigterm_ends_in_one_line_with_exit_143_and_the_results(detect_prefix, t
     assert process.returncode == 143, err
     found = results(output)
     done = len(found["images"])
-    assert err == ("zoo detect: error: stopped by SIGTERM after %d of 400 images; their "
-                   "results are in %s\n" % (done, output / "results.json"))
+    assert err == ("zoo detect: error: stopped by SIGTERM with %d of 400 images written; %s "
+                   "holds their results; continue with: zoo detect --checkpoint %s %s "
+                   "--output %s --batch-size 2 --no-progress --resume\n"
+                   % (done, output / "results.json", detect_prefix, clip, output))
     assert 1 <= done < 400 and found["stopped_by"] == "SIGTERM" and out == ""
     assert [entry["video_frame"] for entry in found["images"]] == list(range(done))
+
+
+def photos(folder, count):
+    """``count`` photos of odd sizes written by PIL, PNG and JPEG by turns."""
+    os.makedirs(str(folder), exist_ok=True)
+    for index in range(count):
+        rgb = smooth_image(41 + 7 * index, 97 - 3 * index, index)[..., ::-1]
+        Image.fromarray(np.ascontiguousarray(rgb)).save(
+            str(folder / ("%02d%s" % (index, ".jpg" if index % 2 else ".png"))))
+    return folder
+
+
+def records(output):
+    """The lines of ``output``'s results.jsonl."""
+    return (output / "results.jsonl").read_text().splitlines()
+
+
+def unlisted_files(output):
+    """The files under ``output``'s pictures, labels and crops that no line of its
+    results.jsonl lists, and those listed that are missing."""
+    listed = {os.path.join(str(output), path) for line in records(output)
+              for entry in [json.loads(line)]
+              for path in [entry["picture"], entry.get("labels")]
+              + [row["crop"] for row in entry["detections"] if "crop" in row] if path}
+    written = {path for path in every_path(output) if os.path.isfile(path)
+               and os.path.relpath(path, str(output)).split(os.sep)[0]
+               in ("pictures", "labels", "crops")}
+    return written ^ listed
+
+
+def bar_counts(err, total):
+    """The image counts the ``detecting`` progress bar showed, in order."""
+    return [int(count) for count in re.findall(r"detecting:[^\r\n]*?(\d+)/%d " % total, err)]
+
+
+def signal_when(monkeypatch, method, call, signals=1):
+    """Send SIGINT ``signals`` times (in the main thread, so handled at once) on the
+    ``call``-th call of ``DetectRun.METHOD``: after it for ``detected`` (handing an image to
+    the writer), before it for ``record`` (writing its line)."""
+    import zoo.jobs.detect as job
+    original, calls = getattr(job.DetectRun, method), []
+
+    def hooked(self, *args):
+        calls.append(None)
+        if method == "detected":
+            original(self, *args)
+        for _ in range(signals if len(calls) == call else 0):
+            signal.raise_signal(signal.SIGINT)
+        if method == "record":
+            original(self, *args)
+    monkeypatch.setattr(job.DetectRun, method, hooked)
+
+
+def test_a_stopped_run_continues_with_the_command_it_ends_with(detect_prefix, tmp_path,
+                                                               capsys, monkeypatch):
+    folder, output = photos(tmp_path / "photos", 12), tmp_path / "out"
+    signal_when(monkeypatch, "detected", 5)  # stops after 5 of a batch of 8
+    status, out, err = run(capsys, "--checkpoint", detect_prefix, folder, "--output", output,
+                           "--crops", "--threshold", THRESHOLD)
+    monkeypatch.undo()
+    command = ("zoo detect --checkpoint %s %s --output %s --threshold 0.3 --crops --resume"
+               % (detect_prefix, folder, output))
+    assert bar_counts(err, 12)[-1] == 5 == max(bar_counts(err, 12))  # records, not batches
+    assert status == 130 and out == "" and err.splitlines()[-1] == (
+        "zoo detect: error: stopped by SIGINT with 5 of 12 images written; %s holds their "
+        "results; continue with: %s" % (output / "results.json", command))
+    first = records(output)
+    assert len(first) == 5 and results(output)["images"] == [json.loads(l) for l in first]
+    status, out, err = run(capsys, *shlex.split(command)[2:])
+    assert status == 0 and out.startswith("12 images, "), err
+    assert bar_counts(err, 12)[0] == 5 and bar_counts(err, 12)[-1] == 12
+    lines = records(output)
+    assert lines[:5] == first and len(lines) == 12  # appended: each image once
+    found = results(output)
+    assert found["complete"] and found["images"] == [json.loads(line) for line in lines]
+    assert sorted(entry["file"] for entry in found["images"]) == sorted(
+        str(path) for path in folder.iterdir())
+    assert not unlisted_files(output) and not glob.glob(str(output / "**" / "*.tmp-*"))
+    before = tree_hashes(output)
+    status, out, _ = run(capsys, *shlex.split(command)[2:])  # nothing left to do
+    assert status == 0 and out.startswith("12 images, ") and records(output) == lines
+    line = refused(capsys, detect_prefix, folder, "--output", output, "--crops", "--resume",
+                   "--threshold", "0.4")
+    assert line == ("zoo detect: error: --resume: the run in %s has threshold 0.3, this one "
+                    "0.4; continue it with the same settings, or name a new --output"
+                    % (output / "results.json"))
+    assert tree_hashes(output) == before
+
+
+def test_a_run_stopped_at_once_leaves_no_unlisted_file_once_resumed(detect_prefix, tmp_path,
+                                                                    capsys, monkeypatch):
+    folder, output = photos(tmp_path / "photos", 6), tmp_path / "out"
+    # A second SIGINT as the second picture's files are written, before its record is.
+    signal_when(monkeypatch, "record", 2, signals=2)
+    status, _, err = run(capsys, "--checkpoint", detect_prefix, folder, "--output", output,
+                         "--crops", "--threshold", THRESHOLD, "--batch-size", "2")
+    monkeypatch.undo()
+    line = err.splitlines()[-1]
+    assert status == 130 and line.startswith(
+        "zoo detect: error: stopped at once by a second SIGINT with "), line
+    assert (" images written; %s lists them; continue with: zoo detect " % (
+        output / "results.jsonl")) in line
+    picture = os.path.join(str(output), "pictures", "01.jpg")
+    assert picture in unlisted_files(output)  # its record was never written
+    with open(str(output / "results.jsonl"), "a") as stream:
+        stream.write('{"file": "%s", "wid' % (folder / "05.jpg"))  # killed mid-line
+    status, out, err = run(capsys, *shlex.split(line.split("continue with: ")[1])[2:])
+    assert status == 0 and out.startswith("6 images, "), err
+    files = [json.loads(line)["file"] for line in records(output)]
+    assert sorted(files) == sorted(str(path) for path in folder.iterdir())
+    assert not unlisted_files(output) and os.path.isfile(picture)
+
+
+def test_a_full_disk_stops_in_one_line_and_leaves_no_temporary_file(detect_prefix, imgs,
+                                                                    tmp_path, capsys,
+                                                                    monkeypatch):
+    output = tmp_path / "out"
+    opened = failing_writes(monkeypatch, FULL_DISK, os.path.join(str(output), "labels", "b."))
+    status, _, err = run(capsys, "--checkpoint", detect_prefix, imgs, "--output", output,
+                         "--txt", "--crops", "--threshold", THRESHOLD)
+    monkeypatch.undo()
+    assert not glob.glob(str(output / "**" / "*.tmp-*"), recursive=True) and len(opened) == 1
+    assert not unlisted_files(output)  # b's picture and crops went with its labels
+    assert status == 1 and err.splitlines()[-1] == (
+        "zoo detect: error: %s: No space left on device" % (output / "labels" / "b.txt"))
+    found = results(output)
+    assert not found["complete"] and str(imgs / "b.png") not in [
+        entry["file"] for entry in found["images"]]
+    out = detect(capsys, detect_prefix, imgs, "--output", output, "--txt", "--crops",
+                 "--resume")
+    assert out.startswith("3 images, ") and not unlisted_files(output)
+
+
+@pytest.mark.parametrize("flags", [
+    [], ["--epoch", "3", "--list", "to do.txt", "--list", "more.txt", "--recursive", "--every",
+         "2", "--max-detections", "7", "--classes", "cat,red fox", "--batch-size", "3",
+         "--format", "png", "--no-pictures", "--crops", "--txt", "--strict", "--exif",
+         "ignore", "--data-threads", "2", "--no-progress", "--exist-ok", "--threshold",
+         "0.25"]], ids=["defaults", "every-flag"])
+def test_the_continue_command_gives_the_run_its_settings(flags):
+    from zoo.cli.detect import continue_command, detect_options
+
+    def options(argv):
+        return detect_options(build_parser("detect").parse_args(["detect"] + argv))
+    given = options(["--checkpoint", "my model", "a b.jpg", "@list.txt", "photos/",
+                     "--output", "out dir"] + flags)
+    command = continue_command(given)
+    assert command.startswith("zoo detect --checkpoint 'my model' ")
+    assert " 'a b.jpg' @list.txt photos/ " in command and command.endswith(" --resume")
+    again = options(shlex.split(command)[2:])
+    assert again == dataclasses.replace(given, exist_ok=False, resume=True)
 
 
 def test_a_second_run_into_an_output_with_files_is_refused_and_changes_nothing(
@@ -291,19 +450,25 @@ def test_a_second_run_into_an_output_with_files_is_refused_and_changes_nothing(
     before = tree_hashes(output)
     line = refused(capsys, detect_prefix, imgs / "a.jpg", "--output", output)
     assert line == ("zoo detect: error: --output %s holds files already (pictures, "
-                    "results.json, results.jsonl); name a new folder, or pass --exist-ok to "
-                    "write into it (files of the same names are replaced)" % output)
+                    "results.json, results.jsonl); continue the run there with --resume, name "
+                    "a new folder, or pass --exist-ok to write into it (files of the same "
+                    "names are replaced)" % output)
     assert tree_hashes(output) == before
 
 
-def test_exist_ok_writes_this_runs_results_only(detect_prefix, imgs, tmp_path, capsys):
+def test_exist_ok_lists_this_runs_results_and_keeps_the_earlier_records(detect_prefix, imgs,
+                                                                         tmp_path, capsys):
     output = tmp_path / "out"
     detect(capsys, detect_prefix, imgs / "a.jpg", imgs / "b.png", "--output", output)
+    earlier = (output / "results.jsonl").read_text()
     out = detect(capsys, detect_prefix, imgs / "c.jpg", "--output", output, "--exist-ok")
     assert out.startswith("1 images, ")
-    assert [entry["file"] for entry in results(output)["images"]] == [str(imgs / "c.jpg")]
-    with open(str(output / "results.jsonl")) as stream:
-        assert len(stream.readlines()) == 1
+    found = results(output)
+    assert [entry["file"] for entry in found["images"]] == [str(imgs / "c.jpg")]
+    lines = (output / "results.jsonl").read_text()
+    assert lines.startswith(earlier) and len(lines.splitlines()) == 3
+    assert found["first_record"] == 3
+    assert json.loads(lines.splitlines()[2]) == found["images"][0]
 
 
 def test_a_run_into_an_output_in_use_is_refused(detect_prefix, imgs, tmp_path, capsys):

@@ -36,7 +36,7 @@ import mxnet as mx
 import numpy as np
 from mxnet.contrib.amp.amp import bfloat16
 
-from zoo import predictor as deploy
+from zoo import atomicfile, predictor as deploy
 from zoo.version import __version__
 from zoo.errors import ConfigError
 from zoo.config.loading import class_names
@@ -159,34 +159,20 @@ def _made_from(precision):
 # Writing
 
 def atomic_write(path, write):
-    """Call ``write(temporary_path)``, flush it to disk, then rename it to ``path``; a file
-    system that refuses (disk full, no permission) is an :class:`ArtifactError` naming
-    ``path``, and ``path`` is then as it was."""
-    temporary = "%s.tmp-%d" % (path, os.getpid())
+    """:func:`zoo.atomicfile.atomic_write`, flushed to disk, whose refusals by the file
+    system (disk full, no permission) are an :class:`ArtifactError` naming ``path``;
+    ``path`` is then as it was and no temporary file is left."""
     try:
-        write(temporary)
-        with open(temporary, "rb") as stream:
-            os.fsync(stream.fileno())
-        os.replace(temporary, path)
+        atomicfile.atomic_write(path, write)
     except OSError as err:
         raise ArtifactError("%s: cannot be written (%s)" % (path, err.strerror or err)) from None
     except mx.base.MXNetError as err:
         # mx.nd.save reports a failed write as an MXNetError.
         raise ArtifactError("%s: cannot be written (%s)" % (path, _summary(err))) from None
-    finally:
-        if os.path.exists(temporary):
-            os.remove(temporary)
-
-
-def _write_bytes(data):
-    def write(path):
-        with open(path, "wb") as stream:
-            stream.write(data)
-    return write
 
 
 def _write_json(value):
-    return _write_bytes(json.dumps(value, indent=1, sort_keys=True).encode())
+    return atomicfile.bytes_writer(json.dumps(value, indent=1, sort_keys=True).encode())
 
 
 def _remove(*paths):
@@ -273,10 +259,10 @@ def _save_graph(prefix, files, graph, own_graph):
     """The shared graph (what ``mx.model.load_checkpoint`` reads) and, for an int8 or bf16
     epoch, its own copy, which the epoch's metadata names."""
     if own_graph:
-        atomic_write(files.graph, _write_bytes(graph))
+        atomic_write(files.graph, atomicfile.bytes_writer(graph))
     else:
         _remove(files.graph)
-    atomic_write(symbol_path(prefix), _write_bytes(graph))
+    atomic_write(symbol_path(prefix), atomicfile.bytes_writer(graph))
 
 
 def _save_optimizer_state(files, state):
@@ -621,12 +607,13 @@ def prune(prefix, keep_last, keep=()):
     return removed
 
 
+# ``.tmp-PID-N`` (:mod:`zoo.atomicfile`), or ``.tmp-PID``, the name before ``-N`` was added.
 _TEMPORARY = re.compile(r"-(symbol\.json|\d{4}-symbol\.json|"
-                        r"\d{4}\.(params|json|states|states\.json))\.tmp-(\d+)$")
+                        r"\d{4}\.(params|json|states|states\.json))\.tmp-(\d+)(-\d+)?$")
 
 
 def clean_temporary_files(prefix):
-    """Remove the temporary files a killed save left (``PREFIX-*.tmp-PID`` of a process
+    """Remove the temporary files a killed save left (``PREFIX-*.tmp-PID-N`` of a process
     that no longer runs); returns their paths."""
     removed = []
     for path in glob.glob(glob.escape(prefix) + "-*.tmp-*"):

@@ -38,11 +38,12 @@ def safe_component(name):
     return text
 
 
-def unique_components(names):
+def unique_components(names, taken=()):
     """:func:`safe_component` of each of ``names``, in order, made unique (also where a
     file system ignores case) by ``-2``, ``-3``... after the second and later of a kind:
-    ``a/b`` and ``a_b`` do not share a folder."""
-    made, used = [], set()
+    ``a/b`` and ``a_b`` do not share a folder. None is one of ``taken`` (components in use
+    already)."""
+    made, used = [], {component.casefold() for component in taken}
     for name in names:
         stem = safe_component(name)
         component, count = stem, 1

@@ -4,7 +4,7 @@ job needs tqdm to run."""
 import sys
 import time
 
-__all__ = ["PlainBar", "progress_bar"]
+__all__ = ["NoBar", "PlainBar", "progress_bar"]
 
 REFRESH_SECONDS = 0.5
 """How often the plain bar rewrites its line."""
@@ -12,7 +12,7 @@ REFRESH_SECONDS = 0.5
 
 def progress_bar(iterable=None, **options):
     """A progress bar over ``iterable`` (or one updated by hand), taking tqdm's ``total``,
-    ``desc``, ``unit`` and ``leave``: tqdm's own where it can be imported, else a
+    ``initial``, ``desc``, ``unit`` and ``leave``: tqdm's own where it can be imported, else a
     :class:`PlainBar`."""
     try:
         from tqdm import tqdm
@@ -27,11 +27,11 @@ class PlainBar:
     zoo makes (``update``, ``set_postfix``, ``close``, iteration)."""
 
     def __init__(self, iterable=None, total=None, desc=None, unit="it", leave=True,
-                 stream=None):
+                 stream=None, initial=0):
         self.iterable, self.total, self.desc, self.unit, self.leave = (iterable, total, desc,
                                                                       unit, leave)
         self.stream = stream or sys.stderr
-        self.count, self.postfix, self.last = 0, "", 0.0
+        self.count, self.postfix, self.last = initial, "", 0.0
         self.live = getattr(self.stream, "isatty", lambda: False)()
 
     def __iter__(self):
@@ -65,3 +65,13 @@ class PlainBar:
         self.stream.write("\r\033[K" + line)
         self.stream.flush()
         self.last = time.monotonic()
+
+
+class NoBar:
+    """The bar of a job run with ``--no-progress``: shows nothing."""
+
+    def update(self, count=1):
+        pass
+
+    def close(self):
+        pass

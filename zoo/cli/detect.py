@@ -8,8 +8,10 @@ a model trained on a COCO file; every file not detected on, and why), results.js
 per picture as it finishes), pictures/NAME.EXT, with --crops crops/CLASS/NAME_K.EXT, with
 --txt labels/NAME.txt. NAME and CLASS are the input's and the class's names made safe file
 names: nothing is written outside --output. An --output that holds files already is
-refused unless --exist-ok; no input is read from inside it. Ctrl-C or SIGTERM stops after
-the images being detected, results.json written for those (exit 130 or 143).
+refused unless --exist-ok or --resume; no input is read from inside it. Ctrl-C or SIGTERM
+stops after the images being detected, results.json written for those (exit 130 or 143),
+and the line it ends with gives the command that continues the run: the same one with
+--resume, which skips the images recorded in results.jsonl and refuses other settings.
 
 Examples:
     zoo detect --checkpoint output/train/ssd_mobilenetv2 photos/ --output output/detect
@@ -17,13 +19,19 @@ Examples:
     zoo detect --checkpoint out/ssd-int8.xml photos/ --no-pictures
     zoo detect --checkpoint output/int8/ssd --list todo.txt clip.mp4 --every 10 --txt
     zoo detect --checkpoint model.xml photos/ --output output/detect --exist-ok
+    zoo detect --checkpoint model.xml photos/ --output output/detect --resume
 """
-from zoo.jobs.detect import FORMATS, DetectOptions, detect
+import argparse
+import shlex
+
+from zoo.errors import Interrupted
+from zoo.jobs.detect import FORMATS, DetectOptions, Stopped, detect
 from zoo.cli.common import (add_batch_flag, add_checkpoint_flags, add_data_threads_flag,
                             add_exif_flag, add_progress_flag, comma_list, fraction,
                             options_from, positive_int)
 
-__all__ = ["add_arguments", "more_positionals", "run"]
+__all__ = ["add_arguments", "continue_command", "detect_options", "more_positionals",
+           "run"]
 
 
 def add_arguments(p):
@@ -41,7 +49,11 @@ def add_arguments(p):
                    help="folder to write into; refused if it holds files, unless --exist-ok")
     p.add_argument("--exist-ok", action="store_true",
                    help="write into an --output that holds files already (files of the same "
-                        "names are replaced; results.json lists this run's pictures only)")
+                        "names are replaced; results.json lists this run's pictures only, "
+                        "results.jsonl keeps earlier runs' lines before them)")
+    p.add_argument("--resume", action="store_true",
+                   help="continue the run stopped in --output: skip the images recorded in "
+                        "its results.jsonl (refused if a setting differs)")
     p.add_argument("--recursive", action="store_true",
                    help="folders: their subfolders too (symlinked ones followed, each once); "
                         "globs: '**' matches any depth")
@@ -79,8 +91,47 @@ def more_positionals(args, unknown):
     return [word for word in unknown if word.startswith("-")]
 
 
+def detect_options(args):
+    """The :class:`DetectOptions` of the parsed flags."""
+    return options_from(DetectOptions, args, inputs=tuple(args.inputs),
+                        lists=tuple(args.lists))
+
+
 def run(args):
-    summary = detect(options_from(DetectOptions, args, inputs=tuple(args.inputs),
-                                  lists=tuple(args.lists)))
+    options = detect_options(args)
+    try:
+        summary = detect(options)
+    except Stopped as err:
+        raise Interrupted(err.signum, "%s; continue with: %s"
+                          % (err, continue_command(options))) from None
     print(summary)
     return 0
+
+
+def continue_command(options):
+    """The command line continuing the run of ``options``: ``zoo detect`` with each flag
+    (as :func:`add_arguments` declares it) whose value is not its default, ``--exist-ok``
+    dropped and ``--resume`` added."""
+    parser = argparse.ArgumentParser(add_help=False)
+    add_arguments(parser)
+    words = []
+    for action in parser._actions:
+        if action.dest in ("exist_ok", "resume"):
+            continue
+        words += flag_words(action, getattr(options, action.dest))
+    return " ".join(["zoo", "detect"] + [shlex.quote(word) for word in words] + ["--resume"])
+
+
+def flag_words(action, value):
+    """The words giving ``value`` to argparse's ``action``: none for its default."""
+    if not action.option_strings:  # the inputs
+        return list(value)
+    if isinstance(action.default, list):  # appended: each value after the default's
+        return [word for item in value[len(action.default):]
+                for word in (action.option_strings[0], item)]
+    if value == action.default:
+        return []
+    if action.nargs == 0:  # an on/off switch
+        return [action.option_strings[0]]
+    text = ",".join(value) if isinstance(value, tuple) else str(value)
+    return [action.option_strings[0], text]

@@ -33,7 +33,7 @@ from zoo.data.transforms import NO_LABEL, inference_transform, pad_batch
 from zoo.schema.preprocessing import canvas_size
 from zoo.errors import DataError
 from zoo.metrics.coco import corners_to_xywh, default_category_id
-from zoo.progress import progress_bar
+from zoo.progress import NoBar, progress_bar
 
 __all__ = ["BatchDetector", "BatchRunner", "DatasetImages", "Detections", "ImageList",
            "label_names", "rgb_image", "write_coco_results"]
@@ -318,17 +318,9 @@ class BatchRunner:
         return self.transform(image, NO_LABEL), (image.shape[1], image.shape[0])
 
 
-class _NoBar:
-    def update(self, count):
-        pass
-
-    def close(self):
-        pass
-
-
 def _progress_bar(description, total):
     if description is None:
-        return _NoBar()
+        return NoBar()
     return progress_bar(total=total, desc=description, unit="image")
 
 

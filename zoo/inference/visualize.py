@@ -3,7 +3,6 @@ import colorsys
 import csv
 import json
 import os
-import threading
 
 import cv2
 import numpy as np
@@ -13,6 +12,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 from zoo.inference.runner import Detections, label_names, rgb_image
+from zoo.atomicfile import atomic_write, write_bytes
 from zoo.errors import DataError
 from zoo.runfiles import LOG_SUFFIX, health_path
 
@@ -123,12 +123,12 @@ def draw_detections(image_rgb, detections, class_names, score_threshold=0.5):
 
 
 def save_png(path, image_rgb):
-    """Write an RGB uint8 image as a PNG file (whatever the extension of ``path``)."""
+    """Write an RGB uint8 image as a PNG file (whatever the extension of ``path``),
+    atomically."""
     ok, encoded = cv2.imencode(".png", cv2.cvtColor(np.asarray(image_rgb), cv2.COLOR_RGB2BGR))
     if not ok:
         raise ValueError("could not encode the image as PNG")
-    with open(path, "wb") as handle:
-        handle.write(encoded.tobytes())
+    write_bytes(path, encoded.tobytes())
 
 
 def encode_image(image_rgb, extension):
@@ -152,15 +152,9 @@ def encode_image(image_rgb, extension):
 def save_image(path, image_rgb):
     """Write an RGB uint8 image encoded as its extension says (JPEG for ``.jpg``, PNG for
     ``.png``, ...), atomically: a reader never sees half a file."""
-    data = encode_image(image_rgb, os.path.splitext(path)[1])
-    temporary = "%s.tmp-%d-%d" % (path, os.getpid(), threading.get_ident())
-    try:
-        with open(temporary, "wb") as handle:
-            handle.write(data)
-        os.replace(temporary, path)
-    finally:
-        if os.path.exists(temporary):
-            os.remove(temporary)
+    # Not flushed to disk one by one: zoo detect writes thousands, and a picture lost to a
+    # power cut is drawn again by rerunning.
+    write_bytes(path, encode_image(image_rgb, os.path.splitext(path)[1]), durable=False)
 
 
 def read_log_rows(csv_path):
@@ -278,5 +272,5 @@ def plot_training_log(csv_path, png_path):
         axes.xaxis.set_major_locator(MaxNLocator(integer=True))
     figure.suptitle(os.path.basename(str(csv_path)))
     figure.tight_layout()
-    figure.savefig(png_path, format="png")
+    atomic_write(png_path, lambda temporary: figure.savefig(temporary, format="png"))
     return png_path

@@ -3,10 +3,12 @@ write what it found: one results JSON, drawn pictures, optionally crops and text
 
 Output layout under ``output``::
 
-    results.json            every picture: file, video frame, size, detections; every file
-                            not detected on (unreadable, of another type, hidden), and why
-    results.jsonl           one line per picture, written as each finishes (its
-                            results.json entry): what a run killed at any point had done
+    results.json            every picture of the run: file, video frame, size,
+                            detections; every file not detected on (unreadable, of another
+                            type, hidden), and why; the run's settings
+    results.jsonl           one line per picture (its record: its results.json entry),
+                            appended once its files are written, by every run into
+                            ``output``, never rewritten: what a run killed at any point did
     pictures/NAME.EXT       the detections drawn, EXT the input's format or ``image_format``
     crops/CLASS/NAME_K.EXT  with ``crops``: detection K of picture NAME, cut out
     labels/NAME.txt         with ``txt``: one line per detection,
@@ -16,14 +18,17 @@ Output layout under ``output``::
 ``NAME`` and ``CLASS`` are the input's name and the class name made one safe file name
 (:func:`zoo.filenames.safe_component`): no name a model file or a dataset carries can
 write outside ``output``. One run writes into an ``output`` at a time (:mod:`zoo.runlock`);
-an ``output`` that holds files already is refused unless ``exist_ok``, and no input is read
-from inside it. SIGINT and SIGTERM stop the run after the images being detected, with
-results.json written for those finished (:class:`zoo.errors.Interrupted`).
+an ``output`` that holds files already is refused unless ``exist_ok`` (a new run, its
+records appended after the earlier ones) or ``resume``, and no input is read from inside
+it. SIGINT and SIGTERM stop the run after the images being detected, with results.json
+written for those finished (:class:`Stopped`); ``resume`` continues it: the inputs
+recorded are skipped, the settings must be the same, and the files of pictures left
+without a record are removed.
 
 The images go through the detector's own batch runner, so results do not depend on the
 batch size; pictures and crops are encoded and written on worker threads of normal
 priority beside inference. Every file but results.jsonl (appended a line at a time) is
-written atomically.
+written atomically (:mod:`zoo.atomicfile`).
 """
 import collections
 import json
@@ -39,14 +44,16 @@ from typing import Optional, Tuple
 import numpy as np
 
 from zoo import runlock
+from zoo.atomicfile import TEMPORARY_MARK, remove_quietly, write_text
 from zoo.errors import DataError, Interrupted, OptionsError
 from zoo.filenames import unique_components
 from zoo.checkpoint import open_detector
 from zoo.inference.inputs import LIST_PREFIX, InputImages, Skipped, expand_inputs, is_inside
 from zoo.inference.visualize import ENCODINGS, draw, pixel_box, save_image
+from zoo.progress import NoBar, progress_bar
 from zoo.signals import stop_signals
 
-__all__ = ["DetectOptions", "DetectSummary", "FORMATS", "detect"]
+__all__ = ["DetectOptions", "DetectSummary", "FORMATS", "Stopped", "detect"]
 
 LOG = logging.getLogger(__name__)
 RESULTS_FILE = "results.json"
@@ -63,6 +70,8 @@ MAX_WAITING = 32
 are held in memory)."""
 NAMED_ENTRIES = 3
 """Entries of a refused ``output`` named in the error."""
+FILE_FOLDERS = ("pictures", "labels", "crops")
+"""The folders of ``output`` holding the files records list."""
 
 
 @dataclass(frozen=True)
@@ -86,6 +95,7 @@ class DetectOptions:
     exif: str = "apply"                      # "apply": photos as a viewer shows them
     data_threads: Optional[int] = None       # decoding images; None: half the cores, at most 4
     exist_ok: bool = False                   # write into an output that holds files already
+    resume: bool = False                     # continue the run recorded in output
     progress: bool = True
 
     def __post_init__(self):
@@ -137,17 +147,17 @@ def kept(rows, labels):
     return rows if labels is None else rows[np.isin(rows[:, 0], labels)]
 
 
-def output_names(inputs):
+def output_names(inputs, taken=()):
     """A file-name stem per input, safe and unique in the output folder: the file's stem,
-    the video frame appended, ``-2``, ``-3``... where two inputs share one
-    (:func:`zoo.filenames.unique_components`)."""
+    the video frame appended, ``-2``, ``-3``... where two inputs share one, or one is
+    ``taken`` already (:func:`zoo.filenames.unique_components`)."""
     stems = []
     for item in inputs:
         stem = os.path.splitext(os.path.basename(item.path))[0]
         if item.video_frame is not None:
             stem = "%s_frame%06d" % (stem, item.video_frame)
         stems.append(stem)
-    return unique_components(stems)
+    return unique_components(stems, taken)
 
 
 def picture_extension(item, image_format):
@@ -179,14 +189,6 @@ def detection_rows(found, crops=None):
     for row, path in zip(rows, crops or ()):
         row["crop"] = path
     return rows
-
-
-def write_text(path, text):
-    """Write ``text`` to ``path`` atomically."""
-    temporary = "%s.tmp-%d" % (path, os.getpid())
-    with open(temporary, "w", encoding="utf-8") as handle:
-        handle.write(text)
-    os.replace(temporary, path)
 
 
 def label_token(name):
@@ -258,12 +260,17 @@ class Writer:
             self.record(entry)
 
     def write(self, files, image, found):
-        if files.picture:
-            save_image(os.path.join(self.output, files.picture), draw(image, found))
-        for path, box in zip(files.crops, found.boxes):
-            save_image(os.path.join(self.output, path), crop(image, box))
-        if files.labels:
-            write_text(os.path.join(self.output, files.labels), label_lines(found))
+        """Write one picture's files; one failing removes those written before it, which no
+        record would list."""
+        written = []
+        try:
+            for path, write in file_writes(files, image, found):
+                write(os.path.join(self.output, path))
+                written.append(path)
+        except BaseException:
+            for path in written:
+                remove_quietly(os.path.join(self.output, path))
+            raise
 
     def close(self):
         """Wait for every write; record those written; raise the first error."""
@@ -277,6 +284,17 @@ class Writer:
                 error = error or future.exception()
         if error is not None:
             raise error
+
+
+def file_writes(files, image, found):
+    """``(path, write(full_path))`` for each of one picture's :class:`PictureFiles`."""
+    if files.picture:
+        yield files.picture, lambda path: save_image(path, draw(image, found))
+    for name, box in zip(files.crops, found.boxes):
+        yield name, lambda path, box=box: save_image(path, crop(image, box))
+    if files.labels:
+        # As pictures are (zoo.inference.visualize.save_image): not flushed one by one.
+        yield files.labels, lambda path: write_text(path, label_lines(found), durable=False)
 
 
 def describe(item, size, found, files):
@@ -311,20 +329,119 @@ def gather_inputs(options):
     return expanded
 
 
-def check_output(output, exist_ok):
+def check_output(output, exist_ok, resume):
     """Refuse an ``output`` that is not a folder, or that holds anything but a run's lock
-    file unless ``exist_ok``: a second run would mix its pictures with the first's and
-    replace its results."""
+    file unless ``exist_ok`` or ``resume``: a second run would mix its pictures with the
+    first's. ``resume`` needs the results.json of the run it continues there (into an
+    empty ``output`` it is a first run)."""
     if os.path.exists(output) and not os.path.isdir(output):
         raise OptionsError("--output %s is not a folder; name a folder to write into" % output)
     entries = sorted(set(os.listdir(output)) - {LOCK_FILE}) if os.path.isdir(output) else []
-    if entries and not exist_ok:
+    if not entries or (exist_ok and not resume):
+        return
+    if resume and RESULTS_FILE not in entries:
+        raise OptionsError("--resume: --output %s holds no run to continue (no %s); name the "
+                           "--output of the run to continue" % (output, RESULTS_FILE))
+    if not resume:
         more = len(entries) - NAMED_ENTRIES
         raise OptionsError(
-            "--output %s holds files already (%s%s); name a new folder, or pass --exist-ok "
-            "to write into it (files of the same names are replaced)" % (
-                output, ", ".join(entries[:NAMED_ENTRIES]),
-                " and %d more" % more if more > 0 else ""))
+            "--output %s holds files already (%s%s); continue the run there with --resume, "
+            "name a new folder, or pass --exist-ok to write into it (files of the same names "
+            "are replaced)" % (output, ", ".join(entries[:NAMED_ENTRIES]),
+                               " and %d more" % more if more > 0 else ""))
+
+
+def run_settings(options, detector):
+    """What decides a run's records, as results.json records it: a run continues
+    (``resume``) only with the same."""
+    return {"checkpoint": os.path.realpath(options.checkpoint),
+            "epoch": getattr(detector, "epoch", None),
+            "class_names": list(detector.class_names), "threshold": options.threshold,
+            "max_detections": options.max_detections, "classes": list(options.classes),
+            "every": options.every, "exif": options.exif,
+            "image_format": options.image_format, "pictures": options.pictures,
+            "crops": options.crops, "txt": options.txt}
+
+
+def earlier_records(path):
+    """Every record of the results.jsonl at ``path``, oldest first ([] where there is
+    none). A last line cut short (a run killed while writing it, a full disk) is no
+    record: it is cut off the file, so that the next record starts a line of its own."""
+    if os.path.islink(path):  # not a file a run wrote: replaced, never followed
+        os.remove(path)
+    if not os.path.exists(path):
+        return []
+    with open(path, "rb") as stream:
+        data = stream.read()
+    whole = data[:data.rfind(b"\n") + 1]
+    if len(whole) < len(data):
+        os.truncate(path, len(whole))
+    records = []
+    for number, line in enumerate(whole.splitlines(), 1):
+        try:
+            records.append(json.loads(line))
+        except ValueError as err:
+            raise DataError("%s: line %d is not a record (%s); move the file away, or name "
+                            "a new --output" % (path, number, err)) from None
+    return records
+
+
+def first_record(options, settings, records):
+    """The line of results.jsonl (from 1) holding the run's first record: the line after
+    the ``records`` of earlier runs, or with ``resume`` the run's own first, its settings
+    checked against ``settings``."""
+    path = os.path.join(options.output, RESULTS_FILE)
+    if not (options.resume and os.path.exists(path)):
+        return len(records) + 1
+    with open(path, encoding="utf-8") as stream:
+        try:
+            earlier = json.load(stream)
+        except ValueError as err:
+            raise DataError("--resume: %s is damaged (%s); name a new --output"
+                            % (path, err)) from None
+    if "settings" not in earlier or "first_record" not in earlier:
+        raise OptionsError("--resume: %s records no settings (a zoo detect before --resume "
+                           "wrote it); name a new --output" % path)
+    check_settings(path, earlier["settings"], settings)
+    if earlier["first_record"] > len(records) + 1:
+        raise DataError("--resume: the run's records start at line %d of %s, which has %d; "
+                        "name a new --output" % (earlier["first_record"], LINES_FILE,
+                                                 len(records)))
+    return earlier["first_record"]
+
+
+def check_settings(path, recorded, settings):
+    """Refuse to continue a run whose ``recorded`` settings are not ``settings``: its records
+    and this run's would mean different things."""
+    differing = [key for key, value in settings.items() if recorded.get(key) != value]
+    if differing:
+        key = differing[0]
+        more = " (and %s)" % ", ".join(differing[1:]) if differing[1:] else ""
+        raise OptionsError("--resume: the run in %s has %s %s, this one %s%s; continue it "
+                           "with the same settings, or name a new --output" % (
+                               path, key, json.dumps(recorded.get(key)),
+                               json.dumps(settings[key]), more))
+
+
+def record_files(record):
+    """The files of one record, relative to the output folder."""
+    return ([path for path in (record.get("picture"), record.get("labels")) if path]
+            + [row["crop"] for row in record["detections"] if "crop" in row])
+
+
+def record_names(record):
+    """The file-name stems one record's files use (``NAME`` of ``crops/CLASS/NAME_K.EXT``
+    too)."""
+    names = {os.path.splitext(os.path.basename(path))[0]
+             for path in (record.get("picture"), record.get("labels")) if path}
+    names.update(re.sub(r"_\d+$", "", os.path.splitext(os.path.basename(row["crop"]))[0])
+                 for row in record["detections"] if "crop" in row)
+    return names
+
+
+def source_key(path, video_frame):
+    """What tells one input from another: its real path and video frame."""
+    return os.path.realpath(path), video_frame
 
 
 def detect(options, detector=None):
@@ -334,9 +451,10 @@ def detect(options, detector=None):
     options' checkpoint.
 
     SIGINT or SIGTERM (in the main thread) stops the run once the images being detected
-    are written, with :class:`zoo.errors.Interrupted`; a second one stops it at once
-    (results.jsonl still lists every picture written)."""
-    check_output(options.output, options.exist_ok)  # before the slow part: refused at once
+    are written, with :class:`Stopped`; a second one stops it at once (results.jsonl still
+    lists every picture written). ``resume`` continues it."""
+    # Before the slow part: refused at once.
+    check_output(options.output, options.exist_ok, options.resume)
     with stop_signals(stopped_before_detecting):
         detector = detector or open_detector(options.checkpoint, options.epoch,
                                              data_threads=options.data_threads,
@@ -345,8 +463,13 @@ def detect(options, detector=None):
         expanded = gather_inputs(options)
         with runlock.hold(os.path.join(options.output, LOCK_FILE),
                           "--output folder %s" % options.output):
-            check_output(options.output, options.exist_ok)  # a run may have ended meanwhile
-            return DetectRun(options, detector, labels, expanded).run()
+            # A run may have ended meanwhile.
+            check_output(options.output, options.exist_ok, options.resume)
+            settings = run_settings(options, detector)
+            records = earlier_records(os.path.join(options.output, LINES_FILE))
+            first = first_record(options, settings, records)
+            return DetectRun(options, detector, labels, expanded, settings, records,
+                             first).run()
 
 
 def stopped_before_detecting(signum):
@@ -356,73 +479,119 @@ def stopped_before_detecting(signum):
                       % signal.Signals(signum).name)
 
 
-class DetectRun:
-    """One run of :func:`detect` on its expanded inputs, under its output's lock."""
+class Stopped(Interrupted):
+    """A signal stopped :func:`detect` once it had begun writing: every picture written has
+    its record, and ``resume`` continues the run (``zoo detect --resume``)."""
 
-    def __init__(self, options, detector, labels, expanded):
+
+class DetectRun:
+    """One run of :func:`detect` on its expanded inputs, under its output's lock:
+    ``records``, results.jsonl's, the run's own from line ``first`` on (those of the run it
+    continues, with ``resume``)."""
+
+    def __init__(self, options, detector, labels, expanded, settings, records, first):
         self.options, self.detector, self.labels = options, detector, labels
-        self.inputs, self.skipped = expanded.inputs, list(expanded.skipped)
-        self.entries, self.stop = [], None
-        self.lines = None
+        self.settings, self.records, self.first = settings, records, first
+        self.skipped = list(expanded.skipped)
+        self.entries = records[first - 1:]
+        done = {source_key(entry["file"], entry.get("video_frame")) for entry in self.entries}
+        self.inputs = [item for item in expanded.inputs
+                       if source_key(item.path, item.video_frame) not in done]
+        self.total = len(self.entries) + len(self.inputs)
+        self.stop = self.lines = self.bar = None
 
     def run(self):
         options = self.options
-        with stop_signals(self.on_signal):
-            self.write_results(complete=False)  # an earlier run's results are not this one's
-            path = os.path.join(options.output, LINES_FILE)
-            if os.path.lexists(path):  # an earlier run's (a link is replaced, never followed)
-                os.remove(path)
-            with open(path, "w", encoding="utf-8") as lines:
-                self.lines = lines
-                self.detect_all()
+        try:
+            with stop_signals(self.on_signal):
+                if options.resume:
+                    self.remove_unrecorded()
+                self.write_results(complete=False)  # the settings, before any record
+                with open(os.path.join(options.output, LINES_FILE), "a",
+                          encoding="utf-8") as lines:
+                    self.lines = lines
+                    self.detect_all()
+        except Stopped as err:  # a second signal
+            raise self.stopped(err.signum, "stopped at once by a second %s", LINES_FILE,
+                               "lists them") from None
         if self.stop is not None:
-            raise Interrupted(self.stop, "stopped by %s after %d of %d images; their results "
-                                         "are in %s" % (
-                                             signal.Signals(self.stop).name, len(self.entries),
-                                             len(self.inputs),
-                                             os.path.join(options.output, RESULTS_FILE)))
+            raise self.stopped(self.stop, "stopped by %s", RESULTS_FILE,
+                               "holds their results")
         return self.summary()
+
+    def stopped(self, signum, how, file, holds):
+        """The :class:`Stopped` saying how many images are written and where."""
+        return Stopped(signum, "%s with %d of %d images written; %s %s" % (
+            how % signal.Signals(signum).name, len(self.entries), self.total,
+            os.path.join(self.options.output, file), holds))
 
     def on_signal(self, signum):
         if self.stop is not None:  # a second one: the user does not want to wait
-            raise Interrupted(signum, "stopped at once by a second %s; %s lists the %d "
-                                      "images written" % (
-                                          signal.Signals(signum).name,
-                                          os.path.join(self.options.output, LINES_FILE),
-                                          len(self.entries)))
+            raise Stopped(signum, "")
         self.stop = signum
 
+    def remove_unrecorded(self):
+        """Remove the files of ``output`` no record lists: those of pictures whose record a
+        run stopped at once (a second signal, SIGKILL) never wrote, and the temporary files
+        of a write it cut short."""
+        output = self.options.output
+        listed = {os.path.normpath(path) for record in self.records
+                  for path in record_files(record)}
+        unlisted = [os.path.join(output, name) for name in os.listdir(output)
+                    if name.startswith(RESULTS_FILE + TEMPORARY_MARK)]
+        for folder in FILE_FOLDERS:
+            top = os.path.join(output, folder)
+            if not is_inside(top, os.path.realpath(output)):
+                continue  # a link out of output: never followed (the Writer refuses it)
+            unlisted += [os.path.join(parent, name) for parent, _, names in os.walk(top)
+                         for name in names
+                         if os.path.relpath(os.path.join(parent, name), output) not in listed]
+        for path in unlisted:
+            os.remove(path)
+        if unlisted:
+            LOG.info("removed %d file(s) of %s no record lists (the run stopped before "
+                     "their pictures' records were written)", len(unlisted), output)
+
     def record(self, entry):
-        """Keep one picture's entry, its files written: in results.jsonl at once."""
-        self.entries.append(entry)
+        """Keep one picture's entry, its files written: a line of results.jsonl at once."""
         self.lines.write(json.dumps(entry) + "\n")
         self.lines.flush()
+        self.entries.append(entry)
+        self.bar.update()
 
     def detect_all(self):
-        """Detect and write every input (until a signal); results.json is written however
-        this ends."""
+        """Detect and write every input not recorded yet (until a signal); results.json is
+        written however this ends. The progress bar counts the pictures recorded (and the
+        files skipped), from those the run had recorded before."""
         options, detector = self.options, self.detector
         source = InputImages(self.inputs, options.strict,
                              keep=options.pictures or options.crops, exif=detector.exif)
         writer = Writer(options.output, detector.class_names, options.pictures, options.crops,
                         options.txt, self.record)
-        names, complete = output_names(self.inputs), False
+        names = output_names(self.inputs, taken={name for entry in self.entries
+                                                 for name in record_names(entry)})
+        self.bar = (progress_bar(total=self.total, initial=len(self.entries),
+                                 desc="detecting", unit="image")
+                    if options.progress else NoBar())
+        complete = finished = False
         try:
-            for index, rows, size in detector.runner.outputs(
-                    source, options.batch_size, "detecting" if options.progress else None):
+            for index, rows, size in detector.runner.outputs(source, options.batch_size):
                 if rows is None:
                     item = Skipped(self.inputs[index].path, "unreadable", source.errors[index])
                     LOG.warning("skipped %s", item.error)
                     self.skipped.append(item)
+                    self.bar.update()
                 else:
                     self.detected(writer, source, index, rows, size, names[index])
                 if self.stop is not None:
                     break
-            complete = self.stop is None
+            finished = self.stop is None
         finally:
             try:
                 writer.close()
+                complete = finished  # and every picture's files written
             finally:
+                self.bar.close()
                 self.write_results(complete)
 
     def detected(self, writer, source, index, rows, size, name):
@@ -435,11 +604,13 @@ class DetectRun:
         writer.submit(files, image, found, describe(item, size, found, files))
 
     def write_results(self, complete):
-        """Write results.json (atomically) with every picture recorded so far."""
+        """Write results.json (atomically): the run's settings and every picture it
+        recorded so far."""
         options = self.options
         results = {"checkpoint": options.checkpoint, "threshold": options.threshold,
                    "class_names": list(self.detector.class_names),
                    "category_ids": getattr(self.detector, "category_ids", None),
+                   "settings": self.settings, "first_record": self.first,
                    "complete": complete,
                    "images": self.entries,
                    "skipped": [{"file": item.file, "reason": item.reason, "error": item.error}

@@ -18,6 +18,7 @@ import os
 import numpy as np
 
 from symbols.boxes import iou
+from zoo.atomicfile import atomic_write
 from zoo.data.conventions import pixel_offset
 from zoo.engine.hooks import Hook, Validation
 from zoo.errors import DataError, OptionsError
@@ -206,12 +207,13 @@ class ConfusionMatrix(Hook):
 
 
 def write_csv(path, matrix, names):
-    with open(path + ".writing", "w", newline="") as stream:
-        writer = csv.writer(stream)
-        writer.writerow(["true \\ detected"] + names + ["missed"])
-        for name, counts in zip(names + ["no object"], matrix):
-            writer.writerow([name] + [int(n) for n in counts])
-    os.replace(path + ".writing", path)
+    def write(temporary):
+        with open(temporary, "w", newline="") as stream:
+            writer = csv.writer(stream)
+            writer.writerow(["true \\ detected"] + names + ["missed"])
+            for name, counts in zip(names + ["no object"], matrix):
+                writer.writerow([name] + [int(n) for n in counts])
+    atomic_write(path, write)
 
 
 def write_png(path, matrix, names, epoch):
@@ -232,6 +234,5 @@ def write_png(path, matrix, names, epoch):
     axes.set(xlabel="detected as", ylabel="true class",
              title="validation confusion, epoch %d" % epoch)
     figure.tight_layout()
-    figure.savefig(path + ".writing", format="png")
-    os.replace(path + ".writing", path)
+    atomic_write(path, lambda temporary: figure.savefig(temporary, format="png"))
     return path

@@ -3,6 +3,7 @@ import json
 import logging
 import os
 
+from zoo.atomicfile import write_text
 from zoo.engine.hooks import Hook
 from zoo.runfiles import health_path
 
@@ -30,6 +31,4 @@ class HealthSummary(Hook):
     def _write(self, trainer):
         path = health_path(self.prefix)
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-        with open(path + ".writing", "w") as stream:
-            json.dump(trainer.health.record(), stream, indent=1)
-        os.replace(path + ".writing", path)
+        write_text(path, json.dumps(trainer.health.record(), indent=1))
