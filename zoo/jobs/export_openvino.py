@@ -77,7 +77,7 @@ def calibrated(source, onnx_path, options, split, images, path):
                for batch in detector.runner.batches(ImageList(images), batch_size))
     start = time.time()
     path, layers = quantize_file(onnx_path, batches, path,
-                                 progress=progress_bar(options, len(images), batch_size))
+                                 progress=calibration_bar(options, len(images), batch_size))
     return path, {"dtype": "int8", "calibration": {
         "mode": "naive", "images": len(images), "data": str(split),
         "int8_layers": layers, "source": source_name(source, options),
@@ -103,8 +103,10 @@ def source_name(source, options):
     return options.network
 
 
-def progress_bar(options, images, batch_size):
-    """A progress bar wrapper counting calibration batches, or None without progress."""
+def calibration_bar(options, images, batch_size):
+    """A progress bar wrapper counting calibration batches, or None without progress. Not
+    named ``progress_bar``: it would shadow :func:`zoo.progress.progress_bar`, which it
+    calls (the default ``zoo export --int8`` failed so, with a TypeError)."""
     if not options.progress:
         return None
     return lambda batches: progress_bar(batches, total=-(-images // batch_size),
