@@ -9,6 +9,7 @@ from zoo.data.factory import needs_root
 from zoo.errors import DataError, OptionsError
 from zoo.inference.runner import ImageList
 from zoo.jobs.datasets import DataSplit, first_images, open_for_artifact
+from zoo.predictor import warn_int8_speed
 from zoo.progress import progress_bar
 
 __all__ = ["check_runs", "export_openvino"]
@@ -71,6 +72,7 @@ def calibrated(source, onnx_path, options, split, images, path):
     precision)``."""
     from zoo.onnx.int8 import quantize_file
     from zoo.onnx.runtime import OnnxDetector
+    warn_int8_speed()
     detector = OnnxDetector(onnx_path)  # prepares the images as the deployed model will
     batch_size = min(options.batch_size, len(images))
     batches = (detector.inputs(batch.data, batch.im_info)
