@@ -3,8 +3,9 @@
 The exports here are toy graphs that follow the file contract of :mod:`zoo.onnx.runtime`
 and compute their rows from their inputs, so that what the detector fed them is checkable:
 row k of an image is ``[k, sigmoid(mean of input plane k), k / 10, k / 10, x2, y2]``, with
-``x2, y2`` = 0.9 or, for a graph taking ``im_info``, its width and height / 1000; a last
-row has class -1 (no detection) and score 1.
+``x2, y2`` = 0.9 or, for a graph taking ``im_info``, 0.5 + its width and height / 1000 (a
+box of some area: the runner drops those of none); a last row has class -1 (no detection)
+and score 1.
 """
 import json
 import os
@@ -45,13 +46,15 @@ def normalising_nodes(preprocessing):
 
 
 def corner_nodes(im_info):
-    """``corners`` (B, 2): ``[x2, y2]`` of each image, from im_info or 0.9."""
+    """``corners`` (B, 2): ``[x2, y2]`` of each image, 0.5 + from im_info, or 0.9."""
     if not im_info:
         return [constant("corner", [0.9, 0.9]), constant("one2", [1.0, 1.0]),
                 helper.make_node("Mul", ["zero", "one2"], ["z2"]),
                 helper.make_node("Add", ["z2", "corner"], ["corners"])]
     return [constant("wh_from_hw", [[0.0, 0.001], [0.001, 0.0], [0.0, 0.0]]),
-            helper.make_node("MatMul", ["im_info", "wh_from_hw"], ["corners"])]
+            constant("half", [0.5, 0.5]),
+            helper.make_node("MatMul", ["im_info", "wh_from_hw"], ["wh"]),
+            helper.make_node("Add", ["wh", "half"], ["corners"])]
 
 
 def row_nodes(im_info):
@@ -120,7 +123,7 @@ def expected_rows(images, preprocessing):
     rows[:, :, 0] = [0, 1, 2]
     rows[:, :, 1] = 1 / (1 + np.exp(-data.mean(axis=(2, 3))))
     rows[:, :, 2:4] = np.array([0.0, 0.1, 0.2])[:, None]
-    rows[:, :, 4:6] = 0.9 if im_info is None else im_info[:, None, 1::-1] / 1000
+    rows[:, :, 4:6] = 0.9 if im_info is None else 0.5 + im_info[:, None, 1::-1] / 1000
     return rows
 
 
@@ -167,7 +170,7 @@ def test_short_side_batches_feed_each_images_im_info(tmp_path, graph_preprocessi
 def test_a_stretched_image_gets_the_whole_canvas_as_im_info(tmp_path):
     path = write_export(tmp_path / "toy.onnx", im_info=True)
     found = OnnxDetector(path, threads=1)(random_image(20, 90), **ALL)
-    side = STRETCH["data_shape"][0] / 1000
+    side = 0.5 + STRETCH["data_shape"][0] / 1000
     np.testing.assert_allclose(found.boxes[:, 2:] / [90, 20], side, rtol=1e-6)
 
 

@@ -23,13 +23,15 @@ __all__ = ["coco_report", "dataset_rows", "in_pixels", "voc_scores"]
 def dataset_rows(detector, dataset, batch_size=8, progress=True):
     """Detections for every image of ``dataset``, in order, by any detector
     (:class:`zoo.Detector`, a deployed ONNX or OpenVINO one): a list of ``(N, 6)`` arrays of
-    rows ``[class, score, x1, y1, x2, y2]`` normalised to the image, padding rows removed.
+    rows ``[class, score, x1, y1, x2, y2]`` normalised to the image, real boxes only (padding
+    rows and boxes of no area dropped, the others clipped to the image:
+    :func:`zoo.inference.runner.image_rows`).
     The images go through the detector's batch runner
     (:class:`zoo.inference.runner.BatchRunner`, its ``data_threads`` decoding), so the
     detections do not depend on ``batch_size``."""
     outputs = detector.runner.outputs(DatasetImages(dataset), batch_size,
                                       progress="evaluating" if progress else None)
-    return [rows[rows[:, 0] >= 0] for _, rows, _ in outputs]
+    return [rows for _, rows, _ in outputs]
 
 
 def in_pixels(detections, record):

@@ -11,7 +11,9 @@ started when its batch is due is prepared on the calling thread), resizes them a
 artifact's) preprocessing dict says (:mod:`zoo.schema.preprocessing`), batches images of
 one input shape together, runs the batches on an engine (MXNet's
 :class:`~zoo.inference.detector.MXNetEngine`, ONNX Runtime's) and gives each image's rows
-``[class, score, x1, y1, x2, y2]`` (corners normalised to the image) back in input order.
+``[class, score, x1, y1, x2, y2]`` (corners normalised to the image) back in input order,
+only those of real boxes (:func:`image_rows`): so every runtime, ``zoo detect`` and ``zoo
+eval`` see the same.
 
 A Faster R-CNN keeps each image's aspect ratio, and each image runs on the canvas of its
 own resized size (rounded up to ``size_divisor``) whatever the batch size: a batch holds
@@ -36,7 +38,7 @@ from zoo.metrics.coco import corners_to_xywh, default_category_id
 from zoo.progress import NoBar, progress_bar
 
 __all__ = ["BatchDetector", "BatchRunner", "DatasetImages", "Detections", "ImageList",
-           "label_names", "rgb_image", "write_coco_results"]
+           "MIN_BOX_PIXELS", "image_rows", "label_names", "rgb_image", "write_coco_results"]
 
 EXPECTED_IMAGE = ("a path or an RGB uint8 array of shape HxW (gray), HxWx3 or HxWx4 "
                   "(alpha dropped)")
@@ -47,6 +49,10 @@ PREFETCH_BATCHES = 2
 GROUP_WINDOW = 4
 """Batches of images that may wait for others of their input shape before the oldest shape
 runs partly filled: enough to fill batches from a folder of mixed orientations."""
+MIN_BOX_PIXELS = 1.0
+"""The least width and height, in the image's pixels, of a box kept (once clipped to the
+image): a trained FPN gave boxes such as ``[0, 1200, 0, 0]``, which mark nothing, score as
+false positives and were written as 1x1 crops."""
 
 
 @dataclass(frozen=True, eq=False)  # equality of arrays has no single truth value
@@ -99,6 +105,16 @@ def write_coco_results(path, results, category_ids=None):
     with open(path, "w") as handle:
         json.dump(rows, handle)
     return path
+
+
+def image_rows(rows, size):
+    """The rows of real boxes among one image's output ``rows`` (N, 6), the image ``(width,
+    height)`` pixels: padding rows (class -1) dropped, corners clipped to the image, and
+    boxes narrower or lower than :data:`MIN_BOX_PIXELS` there dropped."""
+    rows = rows[rows[:, 0] >= 0]  # a copy: the engine's array is left as it was
+    rows[:, 2:6] = np.clip(rows[:, 2:6], 0.0, 1.0)
+    extent = (rows[:, 4:6] - rows[:, 2:4]) * np.asarray(size, np.float32)
+    return rows[(extent >= MIN_BOX_PIXELS).all(axis=1)]
 
 
 def label_names(class_names, labels):
@@ -232,12 +248,13 @@ class BatchRunner:
     def outputs(self, source, batch_size, progress=None):
         """Yield ``(index, rows, (width, height))`` for every image of ``source``, in
         order: the graph's output rows of the image, a numpy (N, 6) array (``rows`` and
-        the size None for an image the source skipped). ``progress``: a
-        description for a progress bar on stderr (None: no bar)."""
+        the size None for an image the source skipped), only those of real boxes
+        (:func:`image_rows`). ``progress``: a description for a progress bar on stderr
+        (None: no bar)."""
         done, next_index = {}, 0
         bar = _progress_bar(progress, len(source))
         for batch, rows in self._run(self.batches(source, batch_size)):
-            done.update((index, (found, size))
+            done.update((index, (found if found is None else image_rows(found, size), size))
                         for index, found, size in zip(batch.indices, rows, batch.sizes))
             bar.update(len(batch.indices))
             while next_index in done:
@@ -372,9 +389,10 @@ class BatchDetector(abc.ABC):
         return results[0] if single else results
 
     def detections(self, rows, size, score_threshold, max_detections):
-        """:class:`Detections` from one image's output rows ``[class, score, x1, y1, x2, y2]``
-        (corners normalised to the image) and its ``(width, height)``."""
-        rows = rows[(rows[:, 0] >= 0) & (rows[:, 1] >= score_threshold)]
+        """:class:`Detections` from one image's rows ``[class, score, x1, y1, x2, y2]`` (corners
+        normalised to the image, real boxes only: :meth:`BatchRunner.outputs`) and its
+        ``(width, height)``."""
+        rows = rows[rows[:, 1] >= score_threshold]
         rows = rows[np.argsort(-rows[:, 1], kind="stable")[:max_detections]]
         width, height = size
         labels = rows[:, 0].astype(np.int64)

@@ -9,6 +9,7 @@ from zoo.data.factory import needs_root
 from zoo.errors import DataError, OptionsError
 from zoo.inference.runner import ImageList
 from zoo.jobs.datasets import DataSplit, first_images, open_for_artifact
+from zoo.predictor import warn_int8_speed
 from zoo.progress import progress_bar
 
 __all__ = ["check_runs", "export_openvino"]
@@ -71,13 +72,14 @@ def calibrated(source, onnx_path, options, split, images, path):
     precision)``."""
     from zoo.onnx.int8 import quantize_file
     from zoo.onnx.runtime import OnnxDetector
+    warn_int8_speed()
     detector = OnnxDetector(onnx_path)  # prepares the images as the deployed model will
     batch_size = min(options.batch_size, len(images))
     batches = (detector.inputs(batch.data, batch.im_info)
                for batch in detector.runner.batches(ImageList(images), batch_size))
     start = time.time()
     path, layers = quantize_file(onnx_path, batches, path,
-                                 progress=progress_bar(options, len(images), batch_size))
+                                 progress=calibration_bar(options, len(images), batch_size))
     return path, {"dtype": "int8", "calibration": {
         "mode": "naive", "images": len(images), "data": str(split),
         "int8_layers": layers, "source": source_name(source, options),
@@ -103,8 +105,10 @@ def source_name(source, options):
     return options.network
 
 
-def progress_bar(options, images, batch_size):
-    """A progress bar wrapper counting calibration batches, or None without progress."""
+def calibration_bar(options, images, batch_size):
+    """A progress bar wrapper counting calibration batches, or None without progress. Not
+    named ``progress_bar``: it would shadow :func:`zoo.progress.progress_bar`, which it
+    calls (the default ``zoo export --int8`` failed so, with a TypeError)."""
     if not options.progress:
         return None
     return lambda batches: progress_bar(batches, total=-(-images // batch_size),

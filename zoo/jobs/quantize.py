@@ -9,7 +9,7 @@ from typing import Optional, Tuple
 
 from zoo import artifact, runlock
 from zoo.errors import DataError, OptionsError
-from zoo.predictor import bf16_unavailable
+from zoo.predictor import bf16_unavailable, warn_int8_speed
 from zoo.inference.quantization import calibration_iter, int8_layers, quantize as quantize_graph
 from zoo.jobs.datasets import DataSplit, checkpoint_name, open_for_artifact
 
@@ -113,6 +113,7 @@ def _calibrated(options, source):
     if len(dataset) < options.batch_size:
         raise DataError("%s: %d images, fewer than one calibration batch of %d"
                         % (split, len(dataset), options.batch_size))
+    warn_int8_speed()
     calib_data = calibration_iter(source.model, dataset, options.batch_size,
                                   options.calib_batches, options.data_threads,
                                   preprocessing=source.preprocessing)
