@@ -249,8 +249,8 @@ def test_a_huge_lr_spike_is_judged_against_the_run(coco, tmp_path):
     found = re.fullmatch(
         r"spikes: the step loss jumped to ([\d.e+]+) at epoch \d, batch \d \((cls|box)_loss the "
         r"largest term, [\d.e+]+\): ([\d.]+)x the median ([\d.e+]+) of the last \d+ steps? and "
-        r"([\d.]+)x the trivial predictor's ([\d.]+); lower --lr \(now 3\) or add "
-        r"--clip-gradient", spikes[0])
+        r"([\d.]+)x the trivial predictor's ([\d.]+); lower --lr \(now 3\), add "
+        r"--warmup-epochs or add --clip-gradient", spikes[0])
     assert found, spikes[0]
     loss, over_median, median, over_trivial, trivial = (
         float(found.group(i)) for i in (1, 3, 4, 5, 6))

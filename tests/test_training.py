@@ -186,6 +186,17 @@ def test_exploding_loss_stops_and_names_a_finite_checkpoint(tmp_path):
     assert all(np.isfinite(v.asnumpy()).all() for v in saved.arg_params.values())
 
 
+def test_divergence_advice_names_only_flags_the_run_can_still_change(tmp_path):
+    """A run already given --clip-gradient and a warm-up is told to lower them, not to add
+    them (the message said "add --clip-gradient" to runs that had it)."""
+    clipped = OptimizerOptions(lr=1e6, momentum=0.0, clip_gradient=2.0, warmup_epochs=0.5)
+    with pytest.raises(TrainingDiverged) as err:
+        train(tmp_path, epochs=2, optimizer=clipped)
+    message = str(err.value)
+    assert "Lower --lr (now " in message and "lower --clip-gradient (now 2)" in message
+    assert "add --clip-gradient" not in message and "add --warmup-epochs" not in message
+
+
 def test_exploding_loss_without_a_checkpoint_says_so(tmp_path):
     with pytest.raises(TrainingDiverged, match="no checkpoint was written yet"):
         train(tmp_path, epochs=2, optimizer=OptimizerOptions(lr=1e6, momentum=0.0))

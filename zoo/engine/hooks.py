@@ -22,7 +22,8 @@ from zoo.progress import progress_bar
 from zoo.runfiles import log_path
 
 __all__ = ["CSVLog", "Checkpointer", "DivergenceCheck", "Hook", "LOG", "ProgressBar",
-           "StatisticsAveraging", "Validation", "default_hooks", "last_checkpoint_note"]
+           "StatisticsAveraging", "Validation", "default_hooks", "last_checkpoint_note",
+           "stability_advice"]
 
 LOG = logging.getLogger("zoo.train")
 # A loss this many times the reference (or 1, if larger) counts as exploded: the median of
@@ -96,6 +97,21 @@ class StatisticsAveraging(Hook):
         module_adapter.mark_params_changed(module)
 
 
+def stability_advice(trainer):
+    """``"lower --lr (now 0.01), add --clip-gradient or --warmup-epochs"``: what steadies a
+    run that blew up, naming only the flags it can still add or lower (a run already given
+    --clip-gradient is told to lower it, not to add it)."""
+    options = trainer.optimizer_options
+    advice = ["lower --lr (now %.3g)" % module_adapter.current_lr(trainer.module)]
+    if options.clip_gradient:
+        advice.append("lower --clip-gradient (now %g)" % options.clip_gradient)
+    if not options.warmup_epochs:
+        advice.append("add --warmup-epochs")
+    if not options.clip_gradient:
+        advice.append("add --clip-gradient")
+    return ", ".join(advice[:-1]) + " or " + advice[-1]
+
+
 class DivergenceCheck(Hook):
     """Stops training with :class:`TrainingDiverged` on a NaN/inf loss, a loss a thousand
     times the run's own (the median of its last steps, or the trivial predictor's loss where
@@ -125,7 +141,7 @@ class DivergenceCheck(Hook):
             if batch_index == 0 and epoch > 0:
                 self.good_epoch = epoch  # this step's loss was the checkpoint's of epoch
             return
-        raise self.diverged("loss %s at epoch %d, batch %d (%s)" % (
+        raise self.diverged(trainer, "loss %s at epoch %d, batch %d (%s)" % (
             "is not finite" if not math.isfinite(total) else
             "exploded to %.3g, over %.3g (%gx the run's %.3g)" % (
                 total, DIVERGENCE_FACTOR * max(reference, 1.0), DIVERGENCE_FACTOR, reference),
@@ -145,12 +161,13 @@ class DivergenceCheck(Hook):
         arg_params, aux_params = trainer.params()
         for name, array in {**arg_params, **aux_params}.items():
             if not np.isfinite(array.asnumpy()).all():
-                raise self.diverged("parameter %s is not finite after epoch %d"
+                raise self.diverged(trainer, "parameter %s is not finite after epoch %d"
                                     % (name, epoch + 1))
 
-    def diverged(self, what):
-        return TrainingDiverged("%s; %s. Lower --lr or add --clip-gradient."
-                                % (what, self.good_note()))
+    def diverged(self, trainer, what):
+        advice = stability_advice(trainer)
+        return TrainingDiverged("%s; %s. %s%s." % (what, self.good_note(), advice[0].upper(),
+                                                   advice[1:]))
 
     def good_note(self):
         """Which checkpoint to resume from, if one is known to be good."""

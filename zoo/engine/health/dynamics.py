@@ -12,7 +12,7 @@ import math
 import numpy as np
 
 from zoo.engine import module_adapter
-from zoo.engine.hooks import Hook
+from zoo.engine.hooks import Hook, stability_advice
 
 __all__ = ["LossDynamicsCheck", "Plateau", "find_plateau"]
 
@@ -168,12 +168,11 @@ class LossDynamicsCheck(Hook):
         largest = max(losses, key=losses.get)
         trainer.health.warn(SPIKE, (
             "the step loss jumped to %.4g at epoch %d, batch %d (%s the largest term, %.4g): "
-            "%.1fx the median %.4g of the last %d step%s%s; lower --lr (now %.3g) or add "
-            "--clip-gradient"
+            "%.1fx the median %.4g of the last %d step%s%s; %s"
             % (total, epoch + 1, batch_index + 1, largest, losses[largest], total / median,
                median, len(self.recent), "" if len(self.recent) == 1 else "s",
                " and %.1fx the trivial predictor's %.4g" % (total / trivial, trivial)
-               if trivial else "", module_adapter.current_lr(trainer.module))),
+               if trivial else "", stability_advice(trainer))),
             epoch=epoch + 1)
 
     # -- plateaus ------------------------------------------------------------------------
