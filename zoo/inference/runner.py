@@ -36,7 +36,7 @@ from zoo.metrics.coco import corners_to_xywh, default_category_id
 from zoo.progress import NoBar, progress_bar
 
 __all__ = ["BatchDetector", "BatchRunner", "DatasetImages", "Detections", "ImageList",
-           "label_names", "rgb_image", "write_coco_results"]
+           "MAX_DETECTIONS", "SCORE_THRESHOLD", "label_names", "rgb_image", "write_coco_results"]
 
 EXPECTED_IMAGE = ("a path or an RGB uint8 array of shape HxW (gray), HxWx3 or HxWx4 "
                   "(alpha dropped)")
@@ -47,6 +47,15 @@ PREFETCH_BATCHES = 2
 GROUP_WINDOW = 4
 """Batches of images that may wait for others of their input shape before the oldest shape
 runs partly filled: enough to fill batches from a folder of mixed orientations."""
+SCORE_THRESHOLD = 0.5
+"""The score a detection must reach to be reported or drawn unless the caller says
+otherwise: the one default of a detector's ``score_threshold``, ``zoo detect`` and ``zoo
+demo --threshold`` and :func:`zoo.inference.visualize.draw_detections`, so that a photo gives
+the same detections from the command line and from Python. (The graph's own pre-NMS
+threshold, a config's ``score_threshold``, only bounds what reaches this one.)"""
+MAX_DETECTIONS = 100
+"""The detections kept per image unless the caller says otherwise (the best-scoring), by a
+detector and ``zoo detect`` alike."""
 
 
 @dataclass(frozen=True, eq=False)  # equality of arrays has no single truth value
@@ -355,11 +364,13 @@ class BatchDetector(abc.ABC):
         """What runs the graph: an object with ``launch(data, im_info)`` and
         ``fetch(handle)`` (see :class:`BatchRunner`)."""
 
-    def __call__(self, images, score_threshold=0.3, max_detections=100, batch_size=8):
+    def __call__(self, images, score_threshold=SCORE_THRESHOLD, max_detections=MAX_DETECTIONS,
+                 batch_size=8):
         """:class:`Detections` of one image, or a list of them for a list (or tuple) of
         images. An image is a path or an RGB uint8 array HxW, HxWx3 or HxWx4.
 
-        Keeps the ``max_detections`` best-scoring boxes scoring at least ``score_threshold``.
+        Keeps the ``max_detections`` best-scoring boxes scoring at least ``score_threshold``
+        (defaults :data:`MAX_DETECTIONS` and :data:`SCORE_THRESHOLD`, as ``zoo detect``'s).
         Images run up to ``batch_size`` at a time; the detections of an image do not depend
         on the batch size."""
         if batch_size < 1 or max_detections < 0:
