@@ -11,9 +11,10 @@ import mxnet as mx
 from symbols.layers import (BN_MOMENTUM, StrictNameManager, conv, conv_bn, nms, one_over_count,
                             relu, scalar, scale_gradient)
 
-__all__ = ["AnchorBoxes", "DETECTION_OUTPUT", "Decoding", "EXTRA_STYLES", "FeatureMaps",
-           "Matching", "POST_PROCESSING", "TRAINING_OUTPUTS", "anchors", "inference_symbol",
-           "losses", "multi_scale_features", "num_anchors", "predictions", "training_symbol"]
+__all__ = ["AnchorBoxes", "DETECTION_OUTPUT", "DETECTION_THRESHOLD", "Decoding", "EXTRA_STYLES",
+           "FeatureMaps", "Matching", "POST_PROCESSING", "TRAINING_OUTPUTS", "anchors",
+           "inference_symbol", "losses", "multi_scale_features", "num_anchors", "predictions",
+           "training_symbol"]
 
 TRAINING_OUTPUTS = ("cls_prob", "loc_loss", "cls_label")
 """The training graph's outputs by operator name: class probabilities (their gradient is
@@ -62,16 +63,18 @@ with learned-scale batch norm; ``gluoncv``: GluonCV's ``FeatureExpander``, the 1
 block's full width and batch norm with its scale fixed at 1 and eps 1e-3."""
 
 DETECTION_THRESHOLD = 0.01
-"""Class probability a detection must exceed (MultiBoxDetection's and GluonCV's)."""
+"""The default of :attr:`Decoding.score_threshold` (MultiBoxDetection's and GluonCV's)."""
 
 
 @dataclass(frozen=True)
 class Decoding:
-    """How predictions become detections: ``method`` one of :data:`POST_PROCESSING`."""
+    """How predictions become detections: ``method`` one of :data:`POST_PROCESSING`;
+    ``score_threshold`` the class probability a candidate must exceed to reach NMS."""
     variances: tuple
     nms_threshold: float
     nms_topk: int
     force_suppress: bool
+    score_threshold: float
     method: str = "multibox"
 
 
@@ -194,7 +197,7 @@ def _detections(cls_preds, loc_preds, prior, decoding, name):
     if decoding.method == "per_class":
         return _per_class_detections(cls_prob, loc_preds, prior, decoding, name)
     return mx.sym.contrib.MultiBoxDetection(
-        cls_prob, loc_preds, prior, name=name, clip=True, threshold=DETECTION_THRESHOLD,
+        cls_prob, loc_preds, prior, name=name, clip=True, threshold=decoding.score_threshold,
         nms_threshold=decoding.nms_threshold, force_suppress=decoding.force_suppress,
         variances=tuple(decoding.variances), nms_topk=decoding.nms_topk)
 
@@ -203,7 +206,7 @@ def _per_class_detections(cls_prob, loc_preds, prior, decoding, name):
     """GluonCV's SSD post-processing of ``cls_prob`` ``(B, C + 1, N)``: a candidate row
     ``[class, score, x1, y1, x2, y2]`` per foreground class and anchor, class-major (GluonCV's
     order, which decides ties), boxes decoded without clipping; NMS per class over the
-    ``nms_topk`` best scoring over :data:`DETECTION_THRESHOLD` (the others are never
+    ``nms_topk`` best scoring over ``score_threshold`` (the others are never
     valid). Returns the ``(B, nms_topk, 6)`` rows NMS sorts first (all rows for -1), empty
     ones -1. Built of ``box_decode`` and ``box_nms`` and tensor operators only, so that it
     converts to ONNX like the rest of the graph."""
@@ -225,7 +228,7 @@ def _per_class_detections(cls_prob, loc_preds, prior, decoding, name):
         mx.sym.Reshape(scores, shape=(0, -1, 1), name=name + "_score_rows"),
         mx.sym.Reshape(boxes, shape=(0, -1, 4), name=name + "_box_rows"),
         dim=2, name=name + "_candidates")
-    kept = nms(rows, name + "_nms", decoding.nms_threshold, DETECTION_THRESHOLD,
+    kept = nms(rows, name + "_nms", decoding.nms_threshold, decoding.score_threshold,
                decoding.nms_topk, force_suppress=decoding.force_suppress)
     return mx.sym.slice_axis(kept, axis=1, begin=0,
                              end=None if decoding.nms_topk < 0 else decoding.nms_topk, name=name)

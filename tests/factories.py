@@ -40,13 +40,14 @@ DETECT_CLASSES = ["circle", "square", "triangle", "star"]
 """The classes of :func:`spread_ssd_artifact`'s default (conftest's ``detect_prefix``)."""
 
 
-def spread_ssd_artifact(prefix, class_names=DETECT_CLASSES, seed=0):
-    """Write a small SSD artifact (``ssd_mobilenetv2_stride8`` at 128 pixels) at ``prefix``
-    whose class scores spread and clear a 0.3 threshold: the class logits scaled up and each
-    class its own random bias, so that classes differ and boxes survive (an untrained model's
-    scores sit within rounding of each other). Returns ``prefix``."""
-    model = zoo.get_model("ssd_mobilenetv2_stride8", data_shape=128,
-                          num_classes=len(class_names), class_names=list(class_names))
+def spread_ssd_model(class_names=DETECT_CLASSES, seed=0, **overrides):
+    """A small SSD (``ssd_mobilenetv2_stride8`` at 128 pixels, config ``overrides``) holding
+    parameters whose class scores spread and clear a 0.3 threshold: the class logits scaled up
+    and each class its own random bias, so that classes differ and boxes survive (an untrained
+    model's scores sit within rounding of each other)."""
+    settings = dict(data_shape=128, num_classes=len(class_names), class_names=list(class_names))
+    settings.update(overrides)
+    model = zoo.get_model("ssd_mobilenetv2_stride8", **settings)
     arg_params, _ = model.init_params(seed=seed)
     rng = np.random.RandomState(seed)
     for name, value in arg_params.items():
@@ -54,7 +55,12 @@ def spread_ssd_artifact(prefix, class_names=DETECT_CLASSES, seed=0):
             value[:] = value * 20
         if name.endswith("_cls_bias"):
             value[:] = rng.uniform(-1, 3, value.shape)
-    artifact.export(model, prefix)
+    return model
+
+
+def spread_ssd_artifact(prefix, class_names=DETECT_CLASSES, seed=0):
+    """Write :func:`spread_ssd_model`'s artifact at ``prefix``; returns ``prefix``."""
+    artifact.export(spread_ssd_model(class_names, seed), prefix)
     return prefix
 
 

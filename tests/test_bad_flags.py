@@ -57,7 +57,10 @@ PARSE_ERRORS = [
     (["benchmark", "--network", NETWORK, "--batch-sizes", "1,0"],
      ["argument --batch-sizes", "'0'"]),
     (["benchmark", "--network", NETWORK, "--dtypes", "fp16"], ["argument --dtypes", "'fp16'"]),
-    (["benchmark-detector", "--score-threshold", "-1"], ["argument --score-threshold", "'-1'"]),
+    (["benchmark-detector", "--threshold", "-1"], ["argument --threshold/--score-threshold",
+                                                   "'-1'"]),
+    (["benchmark-detector", "--score-threshold", "-1"],  # the old name, still taken
+     ["argument --threshold/--score-threshold", "'-1'"]),
     (["benchmark-memory", "--network", "nope"], ["argument --network", "'nope'"]),
     (["launch", "-n", "0", "--", "true"], ["argument -n/--num-workers", "'0'"]),
     (["quickstart", "--epochs", "0"], ["argument --epochs", "'0'"]),

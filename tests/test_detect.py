@@ -7,6 +7,7 @@ import os
 import cv2
 import numpy as np
 import pytest
+from PIL import Image
 
 import zoo
 from zoo import artifact
@@ -192,6 +193,25 @@ def test_an_onnx_file_detects_as_its_artifact(prefix, photos, tmp_path, capsys):
         assert ours["picture"] is None and ours["file"] == theirs["file"]
         np.testing.assert_allclose([d["box"] for d in theirs["detections"]],
                                    [d["box"] for d in ours["detections"]], atol=0.05)
+
+
+def test_the_command_line_and_the_readmes_python_find_the_same_by_default(prefix, tmp_path,
+                                                                         capsys):
+    """One default score threshold (and count): ``zoo detect``, ``zoo demo`` and the README's
+    ``zoo.open_detector(prefix)(image)`` report the same detections of a photo."""
+    photo = str(tmp_path / "photo.jpg")
+    Image.fromarray(smooth_image(83, 119, 7)[:, :, ::-1]).save(photo, quality=90)
+    found = zoo.open_detector(prefix)(photo)
+    everything = zoo.open_detector(prefix)(photo, score_threshold=0.0, max_detections=10000)
+    assert 0 < len(found) < len(everything)  # the defaults leave some out
+    output = str(tmp_path / "out")
+    status, _, err = run(capsys, "--checkpoint", prefix, photo, "--output", output,
+                         "--no-progress")
+    assert status == 0, err
+    assert_same(results(output)["images"][0], found)
+    assert main(["demo", "--checkpoint", prefix, "--image", photo,
+                 "--output", str(tmp_path / "demo.png")]) == 0
+    assert capsys.readouterr().out.startswith("%d detections of at least " % len(found))
 
 
 def test_demo_writes_the_format_its_output_names(prefix, photos, tmp_path, capsys):

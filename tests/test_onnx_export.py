@@ -162,6 +162,25 @@ def test_every_model_detects_the_same_on_onnx_runtime(name, tmp_path):
     assert compared >= 2 * 40 * len(batches)  # two images a batch, 40 detections or more
 
 
+@pytest.mark.parametrize("post_processing", ["multibox", "per_class"])
+def test_an_ssds_score_threshold_is_exported(post_processing, tmp_path):
+    """The config's pre-NMS ``score_threshold`` reaches the ONNX graph: ONNX Runtime keeps
+    what MXNet keeps, nothing under it."""
+    threshold = 0.45  # about half of the candidates (scores spread over 0.39 to 0.6)
+    model = zoo.get_model("ssd_mobilenetv2_stride8", num_classes=3, data_shape=128,
+                          post_processing=post_processing, score_threshold=threshold)
+    params = unit_variance_params(model, seed=3)
+    runtime = session(export_model(model, *params, str(tmp_path / "model.onnx")))
+    inputs = model.input_arrays(np.random.RandomState(4).randn(2, 3, 128, 128).astype(np.float32))
+    ours = Predictor(model.symbol(), *params)(**{k: mx.nd.array(v)
+                                                 for k, v in inputs.items()})[0].asnumpy()
+    theirs = runtime.run(None, inputs)[0]
+    for mine, other in zip(ours, theirs):
+        expected, found = kept(mine), kept(other)
+        assert len(found) == len(expected) > 10 and found[:, 1].min() >= threshold
+        np.testing.assert_allclose(found, expected, atol=1e-5)
+
+
 @pytest.fixture(scope="module")
 def small_ssd(tmp_path_factory):
     """``(model, params, path)`` of a small SSD's export."""

@@ -84,7 +84,7 @@ def test_a_schema_needs_every_per_arch_default_and_no_field_twice():
     twice = schema.Field("num_classes", schema.Int(1), 3, "again")
     with pytest.raises(AssertionError, match="num_classes"):
         schema.Schema("x", [twice], defaults={"data_shape": 300, "nms_threshold": 0.5,
-                                              "nms_topk": 400})
+                                              "nms_topk": 400, "score_threshold": 0.01})
 
 
 def test_markdown_table_lists_every_field():

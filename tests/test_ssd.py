@@ -8,6 +8,7 @@ import pytest
 import zoo
 
 from conftest import forward
+from factories import smooth_image, spread_ssd_model
 
 
 def small_input_overrides(name):
@@ -58,6 +59,25 @@ def test_inference_forward(name, models):
     assert ((kept[:, 1] >= 0) & (kept[:, 1] <= 1)).all()
     if multibox:  # GluonCV's per-class post-processing leaves boxes unclipped
         assert ((kept[:, 2:] >= 0) & (kept[:, 2:] <= 1)).all()
+
+
+@pytest.mark.parametrize("post_processing", ["multibox", "per_class"])
+def test_the_score_threshold_field_sets_the_candidates_the_graph_keeps(post_processing):
+    """A config's ``score_threshold`` drops the candidates under it before NMS, and only
+    them: whether NMS keeps a box depends on the boxes scoring above it alone."""
+    image = smooth_image(97, 143, 0)[:, :, ::-1].copy()
+
+    def kept(**overrides):
+        model = spread_ssd_model(post_processing=post_processing, **overrides)
+        return zoo.Detector.from_model(model)(image, score_threshold=0.0,
+                                              max_detections=100000)
+
+    default, raised = kept(), kept(score_threshold=0.6)
+    above = default.scores > 0.6
+    assert 0 < above.sum() < len(default)
+    np.testing.assert_array_equal(raised.scores, default.scores[above])
+    np.testing.assert_array_equal(raised.boxes, default.boxes[above])
+    np.testing.assert_array_equal(raised.labels, default.labels[above])
 
 
 @pytest.mark.parametrize("name,learning_rate", [("ssd_mobilenetv2", 0.01),

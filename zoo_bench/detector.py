@@ -35,7 +35,7 @@ from zoo import artifact
 from zoo.data import embedded
 from zoo.data.images import read_image
 from zoo.inference.detector import Detector, load_detector
-from zoo.inference.runner import ImageList
+from zoo.inference.runner import SCORE_THRESHOLD, ImageList
 from zoo.jobs.detect import DetectOptions, detect
 from zoo_bench.timing import environment, machine_line, seconds
 from zoo.errors import DataError, OptionsError
@@ -73,7 +73,7 @@ class DetectorBenchmarkOptions:
     work_dir: str = os.path.join("output", "benchmark_detector")
     batch_size: int = 8
     runs: int = 10                       # timed passes of each kind; the best is reported
-    score_threshold: float = 0.3
+    score_threshold: float = SCORE_THRESHOLD  # a detector's, zoo detect's
     mixed_orientations: bool = False     # generate portrait and landscape images instead
 
     def __post_init__(self):

@@ -67,11 +67,10 @@ SCHEMA = Schema("faster_rcnn", [
     Field("rcnn_delta_clip", Optional(Number(0, low_open=True)), None,
           "largest dw, dh the box head's decoding applies (null: no clip)"),
     Field("clip_detections", Bool(), True, "detections clipped to the image"),
-    Field("score_threshold", Number(0, 1, high_open=True), 0.001,
-          "scores below are dropped before the final NMS"),
     Field("max_detections", Int(1), 100, "detections kept per image"),
     Field("rpn_layer", Str(nonempty=True), DERIVED, "the layer name of `rpn_feature`"),
-], defaults={"data_shape": 600, "nms_threshold": 0.3, "nms_topk": 400})
+], defaults={"data_shape": 600, "nms_threshold": 0.3, "nms_topk": 400,
+             "score_threshold": 0.001})
 LOSS_NAMES = ("rpn_cls_loss", "rpn_box_loss", "rcnn_cls_loss", "rcnn_box_loss")
 
 

@@ -72,9 +72,10 @@ SCHEMA = Schema("faster_rcnn_fpn", [
     Field("head_units", Int(1), 1024, "units of each of the box head's two fc layers"),
     _c4_field("rcnn_batch_rois"), _c4_field("rcnn_fg_fraction"), _c4_field("rcnn_fg_iou"),
     _c4_field("box_stds"), _c4_field("rcnn_delta_clip"), _c4_field("clip_detections"),
-    _c4_field("score_threshold"), _c4_field("max_detections"),
+    _c4_field("max_detections"),
     Field("fpn_layers", List(Str(nonempty=True)), DERIVED, "the layer name of each tap"),
-], defaults={"data_shape": 600, "nms_threshold": 0.5, "nms_topk": 400})
+], defaults={"data_shape": 600, "nms_threshold": 0.5, "nms_topk": 400,
+             "score_threshold": c4.SCHEMA.defaults()["score_threshold"]})
 
 
 class FasterRCNNFPN(FasterRCNN):

@@ -55,7 +55,8 @@ SCHEMA = Schema("ssd", [
     Field("force_suppress", Bool(), False, "NMS across classes, not per class"),
     Field("feature_layers", List(Str()), DERIVED, "the backbone layer of each tapped map"),
     Field("feature_channels", List(Int(1)), DERIVED, "the channels of each map"),
-], defaults={"data_shape": 512, "nms_threshold": 0.45, "nms_topk": 400})
+], defaults={"data_shape": 512, "nms_threshold": 0.45, "nms_topk": 400,
+             "score_threshold": symbols.DETECTION_THRESHOLD})
 LOSS_NAMES = ("cls_loss", "box_loss")
 
 
@@ -147,6 +148,7 @@ def decoding(spec):
     return symbols.Decoding(variances=tuple(spec["variances"]),
                             nms_threshold=spec["nms_threshold"], nms_topk=spec["nms_topk"],
                             force_suppress=spec["force_suppress"],
+                            score_threshold=spec["score_threshold"],
                             method=spec["post_processing"])
 
 

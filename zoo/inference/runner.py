@@ -38,7 +38,8 @@ from zoo.metrics.coco import corners_to_xywh, default_category_id
 from zoo.progress import NoBar, progress_bar
 
 __all__ = ["BatchDetector", "BatchRunner", "DatasetImages", "Detections", "ImageList",
-           "MIN_BOX_PIXELS", "image_rows", "label_names", "rgb_image", "write_coco_results"]
+           "MAX_DETECTIONS", "MIN_BOX_PIXELS", "SCORE_THRESHOLD", "image_rows", "label_names",
+           "rgb_image", "write_coco_results"]
 
 EXPECTED_IMAGE = ("a path or an RGB uint8 array of shape HxW (gray), HxWx3 or HxWx4 "
                   "(alpha dropped)")
@@ -53,6 +54,15 @@ MIN_BOX_PIXELS = 1.0
 """The least width and height, in the image's pixels, of a box kept (once clipped to the
 image): a trained FPN gave boxes such as ``[0, 1200, 0, 0]``, which mark nothing, score as
 false positives and were written as 1x1 crops."""
+SCORE_THRESHOLD = 0.5
+"""The score a detection must reach to be reported or drawn unless the caller says
+otherwise: the one default of a detector's ``score_threshold``, ``zoo detect`` and ``zoo
+demo --threshold`` and :func:`zoo.inference.visualize.draw_detections`, so that a photo gives
+the same detections from the command line and from Python. (The graph's own pre-NMS
+threshold, a config's ``score_threshold``, only bounds what reaches this one.)"""
+MAX_DETECTIONS = 100
+"""The detections kept per image unless the caller says otherwise (the best-scoring), by a
+detector and ``zoo detect`` alike."""
 
 
 @dataclass(frozen=True, eq=False)  # equality of arrays has no single truth value
@@ -372,11 +382,13 @@ class BatchDetector(abc.ABC):
         """What runs the graph: an object with ``launch(data, im_info)`` and
         ``fetch(handle)`` (see :class:`BatchRunner`)."""
 
-    def __call__(self, images, score_threshold=0.3, max_detections=100, batch_size=8):
+    def __call__(self, images, score_threshold=SCORE_THRESHOLD, max_detections=MAX_DETECTIONS,
+                 batch_size=8):
         """:class:`Detections` of one image, or a list of them for a list (or tuple) of
         images. An image is a path or an RGB uint8 array HxW, HxWx3 or HxWx4.
 
-        Keeps the ``max_detections`` best-scoring boxes scoring at least ``score_threshold``.
+        Keeps the ``max_detections`` best-scoring boxes scoring at least ``score_threshold``
+        (defaults :data:`MAX_DETECTIONS` and :data:`SCORE_THRESHOLD`, as ``zoo detect``'s).
         Images run up to ``batch_size`` at a time; the detections of an image do not depend
         on the batch size."""
         if batch_size < 1 or max_detections < 0:

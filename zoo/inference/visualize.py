@@ -11,7 +11,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from zoo.inference.runner import Detections, label_names, rgb_image
+from zoo.inference.runner import SCORE_THRESHOLD, Detections, label_names, rgb_image
 from zoo.atomicfile import atomic_write, write_bytes
 from zoo.errors import DataError
 from zoo.runfiles import LOG_SUFFIX, health_path
@@ -109,7 +109,7 @@ def draw_boxes(image, boxes, labels, texts, order=None):
     return image
 
 
-def draw_detections(image_rgb, detections, class_names, score_threshold=0.5):
+def draw_detections(image_rgb, detections, class_names, score_threshold=SCORE_THRESHOLD):
     """:func:`draw` for the model's output rows ``[class_id, score, x1, y1, x2, y2]`` with
     corners normalised to [0, 1]; rows with class -1 or a score under ``score_threshold``
     are skipped."""

@@ -7,6 +7,7 @@ from typing import Optional
 
 from zoo.errors import OptionsError
 from zoo.checkpoint import open_detector
+from zoo.inference.runner import SCORE_THRESHOLD
 from zoo.inference.visualize import ENCODINGS, draw, save_image
 
 __all__ = ["DemoOptions", "demo"]
@@ -18,7 +19,7 @@ class DemoOptions:
     image: str
     output: str = "detections.png"
     epoch: Optional[int] = None          # None: the best validated epoch, else the newest
-    threshold: float = 0.5               # lowest score drawn
+    threshold: float = SCORE_THRESHOLD   # lowest score drawn, a detector's default
     exif: str = "apply"                  # "apply": a photo as a viewer shows it; "ignore"
 
     def __post_init__(self):

@@ -49,6 +49,7 @@ from zoo.errors import DataError, Interrupted, OptionsError
 from zoo.filenames import unique_components
 from zoo.checkpoint import open_detector
 from zoo.inference.inputs import LIST_PREFIX, InputImages, Skipped, expand_inputs, is_inside
+from zoo.inference.runner import MAX_DETECTIONS, SCORE_THRESHOLD
 from zoo.inference.visualize import ENCODINGS, draw, pixel_box, save_image
 from zoo.progress import NoBar, progress_bar
 from zoo.signals import stop_signals
@@ -83,8 +84,8 @@ class DetectOptions:
     lists: Tuple[str, ...] = ()              # text files listing inputs, one a line
     recursive: bool = False                  # folders: their subfolders too
     every: int = 1                           # videos: every Nth frame
-    threshold: float = 0.5                   # lowest score kept
-    max_detections: int = 100                # the best-scoring ones kept per picture
+    threshold: float = SCORE_THRESHOLD       # lowest score kept, a detector's default
+    max_detections: int = MAX_DETECTIONS     # the best-scoring ones kept per picture
     classes: Tuple[str, ...] = ()            # () all, else only these class names
     batch_size: int = 8
     image_format: Optional[str] = None       # None: each input's format; "png" or "jpg"

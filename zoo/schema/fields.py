@@ -265,9 +265,12 @@ COMMON = types.MappingProxyType({field.name: field for field in (
     Field("nms_topk", Int(1, special=(-1,), note="-1: all"), PER_ARCH,
           "detections kept per image before the final NMS, the best by score (-1: all; "
           "MXNet's CPU NMS costs about the square of their number)"),
+    Field("score_threshold", Number(0, 1, high_open=True), PER_ARCH,
+          "scores below are dropped in the graph, before the final NMS (a detector's "
+          "`score_threshold`, `zoo detect --threshold`, then picks the ones reported)"),
 )})
 """Fields every architecture has; each sets its own default of those whose default is
-:data:`PER_ARCH` (``data_shape``, ``nms_threshold``, ``nms_topk``)."""
+:data:`PER_ARCH` (``data_shape``, ``nms_threshold``, ``nms_topk``, ``score_threshold``)."""
 
 class Schema:
     """An architecture's fields: :data:`COMMON` with per-architecture defaults, then its own."""

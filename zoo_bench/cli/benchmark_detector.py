@@ -45,8 +45,10 @@ def add_arguments(p):
                    help="images per batch")
     p.add_argument("--runs", type=positive_int, default=DEFAULTS.runs,
                    help="timed passes of each kind; the best is reported")
-    p.add_argument("--score-threshold", type=fraction, default=DEFAULTS.score_threshold,
-                   help="the detector's score threshold")
+    # --threshold as zoo detect and demo name it; --score-threshold, its old name, still works
+    p.add_argument("--threshold", "--score-threshold", dest="score_threshold", type=fraction,
+                   default=DEFAULTS.score_threshold, metavar="THRESHOLD",
+                   help="lowest score kept")
     p.add_argument("--mixed-orientations", action="store_true",
                    help="generate portrait and landscape JPEGs of several aspect ratios "
                         "(--image-size on the long side) instead of square ones")
