@@ -5,9 +5,9 @@ import os
 from dataclasses import dataclass, fields
 from typing import Optional, Tuple
 
-from zoo.engine.health import census
 from zoo.engine.health.report import HealthReport
 from zoo.jobs.train_options import TrainOptions
+from zoo.schema.preprocessing import input_size
 
 __all__ = ["CheckDataOptions", "CheckDataResult", "check_data"]
 
@@ -83,5 +83,5 @@ def first_batch_line(model, batch, train_set, name, picture, max_objects):
     check_positives(positives, objects, model, name, picture)
     return "%s: %d images, %d of their %d annotated boxes in the %s input%s" % (
         CHECK, len(batch.indices) - batch.pad, objects, annotated,
-        census.input_size(model.preprocessing()),
+        input_size(model.preprocessing()),
         "" if positives is None else ", %d positive anchors for %s" % (positives, model.name))
