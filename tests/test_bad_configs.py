@@ -14,7 +14,7 @@ RCNN = "base: faster_rcnn_resnet50\n"
 # (id, {file stem: YAML text}, field, fragment of the expected text); my_ssd.yaml is loaded.
 YAML_CASES = [
     ("misspelt field", {"my_ssd": SSD + "nms_treshold: 0.5\n"}, "nms_treshold",
-     "a known config field (did you mean nms_threshold?)"),
+     "unknown config field; did you mean nms_threshold?"),
     ("misspelt field in a shape section",
      {"my_ssd": SSD + "shapes:\n  192:\n    stepz: [8, 16, 32, 64, 96]\n"}, "shapes.192.stepz",
      "did you mean steps?"),
@@ -105,7 +105,7 @@ YAML_CASES = [
     ("rcnn: rpn_stride 0", {"my_ssd": RCNN + "rpn_stride: 0\n"}, "rpn_stride",
      "a positive integer"),
     ("rcnn: an SSD field", {"my_ssd": RCNN + "variances: [0.1, 0.1, 0.2, 0.2]\n"}, "variances",
-     "a known config field"),
+     "unknown config field"),
 ]
 
 # (id, registered model, overrides, field, fragment): the Python API's overrides.

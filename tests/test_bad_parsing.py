@@ -133,4 +133,4 @@ def test_a_long_unknown_key_is_quoted_bounded(tmp_path, capsys):
     # YAML caps a plain key at 1024 characters; an explicit one (``? KEY``) has no cap.
     path = write(tmp_path, SSD + "? nms_%s\n: 1\n" % ("x" * 50000))
     line = check_fails(path, capsys)
-    assert "a known config field" in line and len(line) < 2000
+    assert "unknown config field" in line and len(line) < 2000

@@ -187,6 +187,35 @@ def test_tools_are_shells_over_the_cli():
     assert done.returncode == 0 and done.stdout.startswith("usage: zoo eval")
 
 
+HELP_RUNNER = """import runpy, sys
+sys.argv = %r
+try:
+    if sys.argv[0] == "zoo":
+        runpy.run_module("zoo", run_name="__main__", alter_sys=True)
+    else:
+        runpy.run_path(sys.argv[0], run_name="__main__")
+except SystemExit as exit_:
+    assert exit_.code in (0, None), exit_.code
+print("mxnet loaded: %%s" %% ("mxnet" in sys.modules))
+"""
+"""Runs ``sys.argv`` (``zoo`` as ``python -m zoo``, else a script) and says after it whether
+MXNet was imported."""
+TOOLS = sorted(name for name in os.listdir(os.path.join(ROOT, "tools")) if name.endswith(".py"))
+HELPS = ([["zoo", "--help"]] + [["zoo", name, "--help"] for name in COMMANDS]
+         + [[os.path.join(ROOT, "tools", name), "--help"] for name in TOOLS])
+
+
+@pytest.mark.parametrize("argv", HELPS, ids=lambda argv: " ".join(map(os.path.basename, argv)))
+def test_help_loads_no_mxnet(argv):
+    """Every --help, of the command line and of the tools/ scripts, builds its parser without
+    MXNet, which takes seconds to load: a command imports its job when it runs it."""
+    done = subprocess.run([sys.executable, "-c", HELP_RUNNER % (argv,)], env=ENV,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("usage: ")
+    assert done.stdout.splitlines()[-1] == "mxnet loaded: False"
+
+
 def test_train_eval_demo_quantize_export_from_other_folders(shapes192, tmp_path, monkeypatch):
     """The whole path through ``python -m zoo``: trained in one folder from a user's YAML
     (by relative path), then used from another folder once the YAML is gone, and once

@@ -22,9 +22,9 @@ from gluoncv.model_zoo.ssd.ssd import get_ssd
 import zoo
 from zoo.cli import main
 from zoo.errors import OptionsError
-from zoo.gluoncv import IMPORTERS, import_gluoncv
-from zoo.gluoncv.common import (GluonArrays, GluonCVImportError, Importer, gluon_arrays,
-                                gluon_net, import_net, our_params)
+from zoo.gluoncv import IMPORTERS, Importer, import_gluoncv
+from zoo.gluoncv.common import (GluonArrays, GluonCVImportError, gluon_arrays, gluon_net,
+                                import_net, our_params)
 from zoo.gluoncv.ssd import map_ssd_resnet_v1
 from zoo.inference.quantization import InputBatches, int8_layers, quantize
 

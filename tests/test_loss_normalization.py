@@ -10,7 +10,6 @@ the gradient with respect to the predictions, over every element that has one.
 """
 import mxnet as mx
 import numpy as np
-import pytest
 from gluoncv.loss import SSDMultiBoxLoss
 from mxnet import autograd, gluon
 

@@ -47,3 +47,17 @@ def test_num_params_matches_arrays_and_exported_file(name, models, tmp_path):
     loaded_sym, loaded_args, loaded_aux = mx.model.load_checkpoint(str(tmp_path / name), 0)
     assert loaded_sym.tojson() == fuse(model.symbol()).tojson()
     assert sum(a.size for a in loaded_args.values()) == model.num_params()
+
+
+def test_a_model_prints_as_a_one_line_summary(monkeypatch):
+    """``print(zoo.get_model(...))``: name, classes, input size and parameters, the count
+    worked out once (it infers the graph's shapes), not at every repr."""
+    model = zoo.get_model("ssd_mobilenetv2", num_classes=3, data_shape=256)
+    inferred = []
+    param_shapes = model.param_shapes
+    monkeypatch.setattr(model, "param_shapes", lambda: inferred.append(1) or param_shapes())
+    assert repr(model) == ("<DetectionModel ssd_mobilenetv2: 3 classes, input 256x256, "
+                           "{:,} parameters>".format(model.num_params()))
+    assert str(model) == repr(model) and len(inferred) == 1
+    assert repr(zoo.get_model("faster_rcnn_resnet50")).startswith(
+        "<DetectionModel faster_rcnn_resnet50: 20 classes, input short side 600, ")

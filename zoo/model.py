@@ -11,7 +11,7 @@ from zoo.config.registry import get_config
 from zoo.architectures import ARCHITECTURES
 from zoo.architectures.base import outputs_by_name
 from zoo.schema.graph import BackboneGraph
-from zoo.schema.preprocessing import canvas_im_info
+from zoo.schema.preprocessing import canvas_im_info, input_size
 from zoo.schema.checks import Checker
 
 __all__ = ["DetectionModel", "build_model", "get_model"]
@@ -52,6 +52,13 @@ class DetectionModel:
         self.pretrained_path = None
         self.arg_params, self.aux_params = None, None
         self._train_outputs = None
+        self._num_params = None
+
+    def __repr__(self):
+        """One line: name, classes, input size, parameters (``print(zoo.get_model(...))``)."""
+        return "<DetectionModel %s: %d classes, input %s, %s parameters>" % (
+            self.name, self._spec["num_classes"], input_size(self.preprocessing()),
+            "{:,}".format(self.num_params()))
 
     @property
     def config(self):
@@ -145,7 +152,10 @@ class DetectionModel:
 
     def num_params(self):
         """Number of trainable parameters (batch-norm running statistics excluded)."""
-        return sum(int(np.prod(shape)) for shape in self.param_shapes()[0].values())
+        if self._num_params is None:  # the graph's shape inference: some 0.1-0.3 s a call
+            self._num_params = sum(int(np.prod(shape))
+                                   for shape in self.param_shapes()[0].values())
+        return self._num_params
 
     def init_params(self, ctx=None, seed=None):
         """Initialise every parameter (Xavier for weights) and, if the model was built with

@@ -3,56 +3,24 @@
 Both quantize the same network (random weights) on the same random images in one process:
 ``monitor`` is MXNet's collector (a Python callback on every operator's inputs and outputs),
 ``outputs`` the zoo's (one executor whose outputs are the calibrated layers); see
-:data:`zoo.inference.quantization.COLLECTORS`. Each time covers the whole of :func:`quantize` (graph
+:data:`zoo.choices.COLLECTORS`. Each time covers the whole of :func:`quantize` (graph
 passes, statistics, thresholds, weight quantization), and the report says whether the two
 int8 graphs got the same thresholds. An fp32 forward of the same graph comes first: it
 creates MKL-DNN's kernels, which whichever collector ran first would otherwise pay for
 alone, and its second run is the inference time to compare with.
 """
 import os
-from dataclasses import dataclass
-from typing import Optional, Tuple
 
 import mxnet as mx
 import numpy as np
 
-from zoo.errors import OptionsError
 from zoo.predictor import Predictor
-from zoo.inference.quantization import (CALIB_MODES, COLLECTORS, MKLDNN_QUANTIZE,
-                                        calibration_thresholds, quantize)
-from zoo.config.registry import unknown_network
+from zoo.inference.quantization import MKLDNN_QUANTIZE, calibration_thresholds, quantize
 from zoo.model import get_model
+from zoo_bench.options import CalibrationBenchmarkOptions  # its options, defined without MXNet
 from zoo_bench.timing import Stopwatch, print_line, seconds
 
 __all__ = ["CalibrationBenchmarkOptions", "benchmark_calibration"]
-
-
-@dataclass(frozen=True)
-class CalibrationBenchmarkOptions:
-    network: str = "faster_rcnn_resnet50"
-    data_shape: Optional[int] = None     # None: the config's
-    max_size: Optional[int] = None       # Faster R-CNN only; None: the config's
-    images: int = 2                      # random calibration images
-    batch_size: int = 1
-    calib_mode: str = "naive"
-    collectors: Tuple[str, ...] = ("outputs", "monitor")
-
-    def __post_init__(self):
-        if unknown_network(self.network):
-            raise OptionsError(unknown_network(self.network))
-        if self.calib_mode not in CALIB_MODES or not set(self.collectors) <= set(COLLECTORS):
-            raise OptionsError("calibration mode must be one of %s and collectors of %s, got "
-                               "%r and %s" % (", ".join(CALIB_MODES), ", ".join(COLLECTORS),
-                                              self.calib_mode, ",".join(self.collectors)))
-        if min(self.images, self.batch_size) < 1 or self.images % self.batch_size:
-            raise OptionsError("images (%d) must be a positive multiple of the batch size (%d)"
-                               % (self.images, self.batch_size))
-
-    @property
-    def overrides(self):
-        """The config fields the flags set."""
-        sizes = {"data_shape": self.data_shape, "max_size": self.max_size}
-        return {field: value for field, value in sizes.items() if value is not None}
 
 
 def random_calibration_data(model, images, batch_size, seed=0):

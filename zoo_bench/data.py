@@ -23,65 +23,12 @@ import cv2
 import mxnet as mx
 
 from zoo.data import DetectionLoader, TrainTransform, embedded
-from zoo.data.factory import KINDS, open_dataset
-from zoo.errors import OptionsError
+from zoo.data.factory import open_dataset
+from zoo_bench.options import DataBenchmarkOptions  # its options, defined without MXNet
 from zoo_bench.timing import Stopwatch, environment, machine_line, print_line
 
-__all__ = ["COMPARISONS", "Cycled", "DataBenchmarkOptions", "GluonCVImageFiles", "benchmark_data",
+__all__ = ["Cycled", "DataBenchmarkOptions", "GluonCVImageFiles", "benchmark_data",
            "cpu_seconds"]
-
-COMPARISONS = ("gluoncv",)
-
-
-@dataclass(frozen=True)
-class DataBenchmarkOptions:
-    dataset: str = "embedded"
-    data_root: Optional[str] = None      # embedded: output/shapes_<image_size>, generated
-    split: str = "train"
-    skip_bad: bool = False
-    annotations: Optional[str] = None    # coco: the annotation file ({split}: the split)
-    image_dir: Optional[str] = None      # coco: the image folder ({split}: the split)
-    image_size: int = 448                # embedded only: side of the generated JPEGs
-    num_images: int = 64                 # embedded only: images generated
-    data_shape: int = 512
-    batch_size: int = 32
-    data_threads: Optional[int] = None   # threads for ours, processes for GluonCV; None: cores
-    batches: Optional[int] = None        # timed batches per side; None: 5 per worker
-    warmup: Optional[int] = None         # untimed batches first; None: one per worker
-    seed: int = 0
-    opencv_threads: Optional[int] = None  # cv2.setNumThreads for our side; None: OpenCV's
-    compare: Optional[str] = "gluoncv"   # or None: ours only
-
-    def __post_init__(self):
-        if self.dataset not in KINDS:
-            raise OptionsError("unknown dataset kind %r; known: %s"
-                             % (self.dataset, ", ".join(KINDS)))
-        if self.dataset != "embedded" and self.data_root is None:
-            raise OptionsError("a data root is needed for dataset %s" % self.dataset)
-        if self.compare not in (None,) + COMPARISONS:
-            raise OptionsError("compare must be one of %s or None, got %r"
-                             % (", ".join(COMPARISONS), self.compare))
-        for name in ("image_size", "num_images", "data_shape", "batch_size", "data_threads",
-                     "batches"):
-            value = getattr(self, name)
-            if value is not None and value < 1:
-                raise OptionsError("%s must be >= 1, got %d" % (name, value))
-        if self.warmup is not None and self.warmup < 0:
-            raise OptionsError("warmup must be >= 0, got %d" % self.warmup)
-
-    @property
-    def workers(self):
-        return self.data_threads or len(os.sched_getaffinity(0))
-
-    @property
-    def timed_batches(self):
-        return 5 * self.workers if self.batches is None else self.batches
-
-    @property
-    def warmup_batches(self):
-        # one batch per worker by default, so both pipelines are full when the clock starts
-        return self.workers if self.warmup is None else self.warmup
-
 
 @dataclass(frozen=True)
 class Timing:

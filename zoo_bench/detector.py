@@ -25,9 +25,6 @@ import statistics
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
-from typing import Optional
-
 import cv2
 import numpy as np
 
@@ -35,18 +32,16 @@ from zoo import artifact
 from zoo.data import embedded
 from zoo.data.images import read_image
 from zoo.inference.detector import Detector, load_detector
-from zoo.inference.runner import SCORE_THRESHOLD, ImageList
+from zoo.inference.runner import ImageList
 from zoo.jobs.detect import DetectOptions, detect
+from zoo_bench.options import BUSY_CORES, DetectorBenchmarkOptions  # defined without MXNet
 from zoo_bench.timing import environment, machine_line, seconds
 from zoo.errors import DataError, OptionsError
-from zoo.config.registry import unknown_network
 from zoo.model import get_model
 
 __all__ = ["BUSY_CORES", "DetectorBenchmarkOptions", "batch_sweep", "benchmark_detector",
            "busy_detect", "busy_report", "report", "sweep_report"]
 
-BUSY_CORES = 2
-"""The cores :func:`busy_detect` runs ``zoo detect`` and the busy processes on."""
 BUSY_TARGET, BUSY_LIMIT = 3.0, 6.0
 """Busy wall time against quiet: about a fair share (four busy processes and the job's
 threads on two cores), and at most twice that."""
@@ -56,31 +51,6 @@ OPENMP_SETTINGS = ("OMP_NUM_THREADS", "OMP_WAIT_POLICY", "GOMP_SPINCOUNT")
 """The environment the ratios depend on: how long MXNet's OpenMP threads spin after a
 parallel region decides whether the decoding threads get the second core between passes
 (BENCHMARKS.md)."""
-
-
-@dataclass(frozen=True)
-class DetectorBenchmarkOptions:
-    """What to time: a registered ``network`` with random weights at ``data_shape``, or a
-    saved ``checkpoint`` (artifact prefix) as saved; on the images of ``image_dir``, or on
-    ``num_images`` of the embedded dataset's images (``image_size`` pixels square),
-    generated into ``work_dir`` when no folder is given."""
-    network: Optional[str] = "ssd_mobilenetv2_stride8"
-    checkpoint: Optional[str] = None
-    data_shape: Optional[int] = 192      # None: the config's; ignored for a checkpoint
-    image_dir: Optional[str] = None
-    num_images: int = 64
-    image_size: int = 256
-    work_dir: str = os.path.join("output", "benchmark_detector")
-    batch_size: int = 8
-    runs: int = 10                       # timed passes of each kind; the best is reported
-    score_threshold: float = SCORE_THRESHOLD  # a detector's, zoo detect's
-    mixed_orientations: bool = False     # generate portrait and landscape images instead
-
-    def __post_init__(self):
-        if self.checkpoint is None and unknown_network(self.network):
-            raise OptionsError(unknown_network(self.network))
-        if min(self.batch_size, self.runs, self.num_images, self.image_size) < 1:
-            raise OptionsError("batch_size, runs, num_images and image_size must be at least 1")
 
 
 def make_detector(options):

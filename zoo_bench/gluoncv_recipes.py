@@ -27,7 +27,8 @@ from mxnet import autograd, gluon
 
 from zoo_bench import child_environment
 from zoo_bench.data import Cycled, GluonCVImageFiles
-from zoo_bench.train_parts import PartClock, Round, SideResult, TrainBenchmarkOptions
+from zoo_bench.options import TrainBenchmarkOptions
+from zoo_bench.train_parts import PartClock, Round, SideResult
 
 __all__ = ["RecipeProcess"]
 

@@ -20,52 +20,21 @@ import statistics
 import subprocess
 import sys
 from dataclasses import dataclass
-from typing import Optional, Tuple
 
 import mxnet as mx
 import numpy as np
 
-from zoo.errors import OptionsError
 from zoo.engine.memory import MemoryPlanner, memory_saving_symbol
 from zoo.engine.trainer import bind_training_module
-from zoo.config.registry import get_config, unknown_network
 from zoo.model import get_model
 from zoo_bench import child_environment
+from zoo_bench.options import CONFIGURATIONS, MemoryBenchmarkOptions  # defined without MXNet
 from zoo_bench.timing import Stopwatch, print_line
 
 __all__ = ["CONFIGURATIONS", "MemoryBenchmarkOptions", "benchmark_memory", "measure"]
 
-CONFIGURATIONS = {
-    "plain": {},
-    "mxnet-mirror": {"MXNET_BACKWARD_DO_MIRROR": "1"},
-    "memory-saving": {},
-}
 LABEL_ROWS = 8
 BOXES_PER_IMAGE = 4
-
-
-@dataclass(frozen=True)
-class MemoryBenchmarkOptions:
-    network: str = "ssd_resnet101"
-    data_shape: Optional[int] = None    # None: the config's
-    batch_size: int = 8                 # images per training step
-    steps: int = 3                      # timed steps; the median is reported
-    warmup: int = 1                     # untimed steps first
-    configurations: Tuple[str, ...] = tuple(CONFIGURATIONS)
-
-    def __post_init__(self):
-        if unknown_network(self.network):
-            raise OptionsError(unknown_network(self.network))
-        unknown = set(self.configurations) - set(CONFIGURATIONS)
-        if unknown or "plain" not in self.configurations:
-            raise OptionsError("configurations must include plain and name only %s, got %s"
-                             % (", ".join(CONFIGURATIONS), ",".join(self.configurations)))
-        if min(self.batch_size, self.steps) < 1 or self.warmup < 0:
-            raise OptionsError("batch size and steps must be >= 1 and warmup >= 0")
-
-    @property
-    def shape(self):
-        return self.data_shape or get_config(self.network)["data_shape"]
 
 
 @dataclass(frozen=True)

@@ -1,15 +1,24 @@
-"""What ``zoo benchmark`` times, as options: a registered network, an artifact (on MXNet,
-:mod:`zoo_bench.inference`) or a deployed ``.onnx``/``.xml`` file (on its own runtime,
-:mod:`zoo_bench.deployed`). Loads no MXNet, so that a deployment without it can time its
-files."""
+"""What the ``zoo benchmark*`` commands time, as options: ``zoo benchmark``'s a registered
+network, an artifact (on MXNet, :mod:`zoo_bench.inference`) or a deployed ``.onnx``/``.xml``
+file (on its own runtime, :mod:`zoo_bench.deployed`); then those of the data pipeline, the
+detector, memory saving, calibration and the training step, beside the modules that time
+them. Loads no MXNet, so that a deployment without it can time its files, and every
+benchmark's ``--help`` answers without loading it."""
+import os
 from dataclasses import dataclass
 from typing import Optional, Tuple
 
-from zoo.config.registry import unknown_network
+from zoo.choices import CALIB_MODES, COLLECTORS, TRAIN_DTYPES
+from zoo.config.registry import get_config, list_models, unknown_network
+from zoo.data.factory import KINDS
 from zoo.errors import OptionsError
+from zoo.inference.runner import SCORE_THRESHOLD
 from zoo.onnx.deployed import is_deployed
 
-__all__ = ["BenchmarkOptions", "COMPARISONS", "DTYPES"]
+__all__ = ["BUSY_CORES", "BenchmarkOptions", "COMPARISONS", "CONFIGURATIONS",
+           "CalibrationBenchmarkOptions", "DATA_COMPARISONS", "DTYPES", "DataBenchmarkOptions",
+           "DetectorBenchmarkOptions", "GLUONCV_RECIPES", "MemoryBenchmarkOptions",
+           "TrainBenchmarkOptions"]
 
 DTYPES = ("fp32", "int8", "bf16")
 COMPARISONS = ("gluoncv", "onnxruntime", "openvino", "all")
@@ -98,3 +107,221 @@ class BenchmarkOptions:
             return None
         return DataSplit(self.dataset, self.data_root, split or self.split,
                          annotations=self.annotations, image_dir=self.image_dir)
+
+
+DATA_COMPARISONS = ("gluoncv",)
+"""What ``zoo benchmark-data`` times ours beside."""
+
+
+@dataclass(frozen=True)
+class DataBenchmarkOptions:
+    dataset: str = "embedded"
+    data_root: Optional[str] = None      # embedded: output/shapes_<image_size>, generated
+    split: str = "train"
+    skip_bad: bool = False
+    annotations: Optional[str] = None    # coco: the annotation file ({split}: the split)
+    image_dir: Optional[str] = None      # coco: the image folder ({split}: the split)
+    image_size: int = 448                # embedded only: side of the generated JPEGs
+    num_images: int = 64                 # embedded only: images generated
+    data_shape: int = 512
+    batch_size: int = 32
+    data_threads: Optional[int] = None   # threads for ours, processes for GluonCV; None: cores
+    batches: Optional[int] = None        # timed batches per side; None: 5 per worker
+    warmup: Optional[int] = None         # untimed batches first; None: one per worker
+    seed: int = 0
+    opencv_threads: Optional[int] = None  # cv2.setNumThreads for our side; None: OpenCV's
+    compare: Optional[str] = "gluoncv"   # or None: ours only
+
+    def __post_init__(self):
+        if self.dataset not in KINDS:
+            raise OptionsError("unknown dataset kind %r; known: %s"
+                             % (self.dataset, ", ".join(KINDS)))
+        if self.dataset != "embedded" and self.data_root is None:
+            raise OptionsError("a data root is needed for dataset %s" % self.dataset)
+        if self.compare not in (None,) + DATA_COMPARISONS:
+            raise OptionsError("compare must be one of %s or None, got %r"
+                             % (", ".join(DATA_COMPARISONS), self.compare))
+        for name in ("image_size", "num_images", "data_shape", "batch_size", "data_threads",
+                     "batches"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise OptionsError("%s must be >= 1, got %d" % (name, value))
+        if self.warmup is not None and self.warmup < 0:
+            raise OptionsError("warmup must be >= 0, got %d" % self.warmup)
+
+    @property
+    def workers(self):
+        return self.data_threads or len(os.sched_getaffinity(0))
+
+    @property
+    def timed_batches(self):
+        return 5 * self.workers if self.batches is None else self.batches
+
+    @property
+    def warmup_batches(self):
+        # one batch per worker by default, so both pipelines are full when the clock starts
+        return self.workers if self.warmup is None else self.warmup
+
+
+BUSY_CORES = 2
+"""The cores :func:`zoo_bench.detector.busy_detect` runs ``zoo detect`` and the busy processes
+on."""
+
+
+@dataclass(frozen=True)
+class DetectorBenchmarkOptions:
+    """What to time: a registered ``network`` with random weights at ``data_shape``, or a
+    saved ``checkpoint`` (artifact prefix) as saved; on the images of ``image_dir``, or on
+    ``num_images`` of the embedded dataset's images (``image_size`` pixels square),
+    generated into ``work_dir`` when no folder is given."""
+    network: Optional[str] = "ssd_mobilenetv2_stride8"
+    checkpoint: Optional[str] = None
+    data_shape: Optional[int] = 192      # None: the config's; ignored for a checkpoint
+    image_dir: Optional[str] = None
+    num_images: int = 64
+    image_size: int = 256
+    work_dir: str = os.path.join("output", "benchmark_detector")
+    batch_size: int = 8
+    runs: int = 10                       # timed passes of each kind; the best is reported
+    score_threshold: float = SCORE_THRESHOLD  # a detector's, zoo detect's
+    mixed_orientations: bool = False     # generate portrait and landscape images instead
+
+    def __post_init__(self):
+        if self.checkpoint is None and unknown_network(self.network):
+            raise OptionsError(unknown_network(self.network))
+        if min(self.batch_size, self.runs, self.num_images, self.image_size) < 1:
+            raise OptionsError("batch_size, runs, num_images and image_size must be at least 1")
+
+
+CONFIGURATIONS = {
+    "plain": {},
+    "mxnet-mirror": {"MXNET_BACKWARD_DO_MIRROR": "1"},
+    "memory-saving": {},
+}
+"""The configurations ``zoo benchmark-memory`` measures, each with the environment its
+process runs in (see :mod:`zoo_bench.memory`)."""
+
+
+@dataclass(frozen=True)
+class MemoryBenchmarkOptions:
+    network: str = "ssd_resnet101"
+    data_shape: Optional[int] = None    # None: the config's
+    batch_size: int = 8                 # images per training step
+    steps: int = 3                      # timed steps; the median is reported
+    warmup: int = 1                     # untimed steps first
+    configurations: Tuple[str, ...] = tuple(CONFIGURATIONS)
+
+    def __post_init__(self):
+        if unknown_network(self.network):
+            raise OptionsError(unknown_network(self.network))
+        unknown = set(self.configurations) - set(CONFIGURATIONS)
+        if unknown or "plain" not in self.configurations:
+            raise OptionsError("configurations must include plain and name only %s, got %s"
+                             % (", ".join(CONFIGURATIONS), ",".join(self.configurations)))
+        if min(self.batch_size, self.steps) < 1 or self.warmup < 0:
+            raise OptionsError("batch size and steps must be >= 1 and warmup >= 0")
+
+    @property
+    def shape(self):
+        return self.data_shape or get_config(self.network)["data_shape"]
+
+
+@dataclass(frozen=True)
+class CalibrationBenchmarkOptions:
+    network: str = "faster_rcnn_resnet50"
+    data_shape: Optional[int] = None     # None: the config's
+    max_size: Optional[int] = None       # Faster R-CNN only; None: the config's
+    images: int = 2                      # random calibration images
+    batch_size: int = 1
+    calib_mode: str = "naive"
+    collectors: Tuple[str, ...] = ("outputs", "monitor")
+
+    def __post_init__(self):
+        if unknown_network(self.network):
+            raise OptionsError(unknown_network(self.network))
+        if self.calib_mode not in CALIB_MODES or not set(self.collectors) <= set(COLLECTORS):
+            raise OptionsError("calibration mode must be one of %s and collectors of %s, got "
+                               "%r and %s" % (", ".join(CALIB_MODES), ", ".join(COLLECTORS),
+                                              self.calib_mode, ",".join(self.collectors)))
+        if min(self.images, self.batch_size) < 1 or self.images % self.batch_size:
+            raise OptionsError("images (%d) must be a positive multiple of the batch size (%d)"
+                               % (self.images, self.batch_size))
+
+    @property
+    def overrides(self):
+        """The config fields the flags set."""
+        sizes = {"data_shape": self.data_shape, "max_size": self.max_size}
+        return {field: value for field, value in sizes.items() if value is not None}
+
+
+GLUONCV_RECIPES = {
+    "ssd_resnet50_v1_gluoncv_voc": "ssd_512_resnet50_v1_voc",
+    "ssd_resnet50_v1_gluoncv_coco": "ssd_512_resnet50_v1_coco",
+    "faster_rcnn_fpn_resnet50_gluoncv_coco": "faster_rcnn_fpn_resnet50_v1b_coco",
+}
+"""Our network -> the GluonCV network whose training recipe runs beside it (the same
+network: ``zoo import-gluoncv`` maps one onto the other)."""
+
+
+@dataclass(frozen=True)
+class TrainBenchmarkOptions:
+    network: str = "ssd_resnet50_v1_gluoncv_voc"
+    data_shape: Optional[int] = None    # None: the config's
+    max_size: Optional[int] = None      # Faster R-CNN: the longer side's limit; None: config's
+    batch_size: int = 4
+    steps: int = 8                      # steps per round (one epoch of each side)
+    rounds: int = 3                     # timed rounds per side
+    warmup_rounds: int = 1              # untimed rounds per side first
+    data_threads: int = 2               # our loader's threads, GluonCV's worker processes
+    image_size: int = 448               # side of the embedded JPEGs (generated)
+    num_images: int = 64                # distinct images; rounds cycle over them
+    data_root: Optional[str] = None     # None: output/shapes_<image_size>
+    freeze: Optional[str] = None        # regular expression of our parameters kept fixed
+    compare: Optional[str] = "gluoncv"  # "health": ours with the health checks off and on;
+                                        # None: ours only
+    dtypes: Tuple[str, ...] = ("fp32", "auto")  # our sides' precisions (zoo train --dtype);
+                                                # auto: bf16 where native, else fp32 only
+    peak_probes: int = 5                # runs of each matmul peak probe, the best kept
+                                        # (0: no probe, no ratio to the peaks)
+    peak_seconds: float = 1.0           # each probe's duration
+
+    def __post_init__(self):
+        # Their modules load MXNet: imported when options are made, which the parser
+        # (zoo benchmark-train --help) does not do.
+        from zoo.engine.precision import check_dtype
+        from zoo.engine.trainer import check_pattern
+        if self.network not in list_models():
+            raise OptionsError("unknown network %r; known: %s"
+                               % (self.network, ", ".join(list_models())))
+        if self.compare not in (None, "gluoncv", "health"):
+            raise OptionsError("compare must be gluoncv, health or None, got %r"
+                               % (self.compare,))
+        if self.compare == "gluoncv" and self.network not in GLUONCV_RECIPES:
+            raise OptionsError("no GluonCV recipe for %s; --compare gluoncv knows %s"
+                               % (self.network, ", ".join(GLUONCV_RECIPES)))
+        for name in ("batch_size", "steps", "rounds", "data_threads", "image_size",
+                     "num_images", "data_shape", "max_size"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise OptionsError("%s must be >= 1, got %d" % (name, value))
+        object.__setattr__(self, "dtypes", tuple(self.dtypes))
+        if not self.dtypes:
+            raise OptionsError("dtypes: give at least one of %s" % ", ".join(TRAIN_DTYPES))
+        for dtype in self.dtypes:
+            check_dtype(dtype, flag="--dtypes")
+        for name in ("warmup_rounds", "peak_probes"):
+            if getattr(self, name) < 0:
+                raise OptionsError("%s must be >= 0, got %d" % (name, getattr(self, name)))
+        if self.peak_seconds <= 0:
+            raise OptionsError("peak_seconds must be > 0, got %g" % self.peak_seconds)
+        check_pattern("freeze", self.freeze)
+
+    @property
+    def samples_per_round(self):
+        return self.steps * self.batch_size
+
+    def precisions(self):
+        """Our sides' precisions, ``auto`` resolved on this CPU, each once, in order."""
+        from zoo.engine.precision import resolve_dtype
+        resolved = [resolve_dtype(dtype)[0] for dtype in self.dtypes]
+        return tuple(dict.fromkeys(resolved))

@@ -42,8 +42,9 @@ from zoo_bench.timing import environment, machine_line, print_line
 from zoo_bench.train_kernels import KernelClock, layer_flops
 from zoo_bench.data import Cycled
 from zoo_bench.gluoncv_recipes import RecipeProcess
-from zoo_bench.train_parts import (GLUONCV_RECIPES, PARTS, SGD, TARGETS, PartClock, SideResult,
-                                   TrainBenchmarkOptions, TrainBenchmarkResult)
+from zoo_bench.options import GLUONCV_RECIPES, TrainBenchmarkOptions  # defined without MXNet
+from zoo_bench.train_parts import (PARTS, SGD, TARGETS, PartClock, SideResult,
+                                   TrainBenchmarkResult)
 
 __all__ = ["GLUONCV_RECIPES", "PARTS", "TARGETS", "TrainBenchmarkOptions", "benchmark_train"]
 

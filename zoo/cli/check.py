@@ -1,8 +1,6 @@
 """``zoo check``: validate model configs against their backbone graphs and print a table."""
 import sys
 
-from zoo.jobs.check import check_files, format_table, registered_config_files
-
 __all__ = ["add_arguments", "run"]
 
 
@@ -12,6 +10,8 @@ def add_arguments(p):
 
 
 def run(args):
+    # Imported here: checking builds the models, which loads MXNet; the parser does without.
+    from zoo.jobs.check import check_files, format_table, registered_config_files
     paths = args.configs or registered_config_files()
     rows, failures = check_files(paths)
     if rows:

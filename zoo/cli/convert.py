@@ -5,7 +5,6 @@ of storing its config. Its pickled optimizer state is never read.
 Example:
     zoo convert --checkpoint output/train/ssd_mobilenetv2
 """
-from zoo.jobs.convert import convert_v1
 from zoo.cli.common import add_checkpoint_flags
 
 __all__ = ["add_arguments", "run"]
@@ -18,5 +17,7 @@ def add_arguments(p):
 
 
 def run(args):
+    # Imported here: converting loads MXNet, which the parser does without.
+    from zoo.jobs.convert import convert_v1
     print(convert_v1(args.checkpoint, args.epoch, args.output))
     return 0

@@ -9,8 +9,8 @@ Example:
     zoo eval --checkpoint output/train/ssd_mobilenetv2_stride8-int8 --data-root output/shapes
     zoo quantize --checkpoint output/train/ssd_mobilenetv2_stride8 --dtype bf16
 """
+from zoo.choices import CALIB_MODES
 from zoo.jobs.quantize import DTYPES, QuantizeOptions, quantize
-from zoo.inference.quantization import CALIB_MODES
 from zoo.cli.common import (add_batch_flag, add_checkpoint_flags, add_class_map_flag,
                      add_dataset_flags, comma_list, options_from, positive_int)
 

@@ -10,11 +10,9 @@ On two workers of a parameter-server cluster:
 """
 import os
 
+from zoo.choices import OPTIMIZERS, OVERFIT_FRACTION, TRAIN_DTYPES
 from zoo.distributed.cluster import DEFAULT_CONNECT_TIMEOUT
-from zoo.engine.health import overfit
-from zoo.engine.precision import DTYPES
-from zoo.engine.trainer import OPTIMIZERS
-from zoo.jobs.train import KV_STORES, TrainOptions, eval_command, train
+from zoo.jobs.train_options import KV_STORES, TrainOptions
 from zoo.cli import report
 from zoo.cli.common import (add_batch_flag, add_ctx_flag, add_dataset_flags, add_hidden_alias,
                             add_input_size_flags, add_progress_flag, comma_list, float_in,
@@ -133,7 +131,7 @@ def add_run_arguments(p):
                         "segment by segment (zoo.engine.memory); same losses and gradients. "
                         "ssd_resnet101, batch 8 at 512: about half the peak memory for about "
                         "1.2x the step time (zoo benchmark-memory)")
-    p.add_argument("--dtype", choices=DTYPES, default=TrainOptions.dtype,
+    p.add_argument("--dtype", choices=TRAIN_DTYPES, default=TrainOptions.dtype,
                    help="precision of the layers: bf16 runs convolutions, batch norm, "
                         "activations, pooling and fully connected layers in bfloat16 "
                         "(parameters, optimizer, anchors, targets and losses stay fp32; "
@@ -152,10 +150,12 @@ def add_run_arguments(p):
                         "--batch-size images of the training split, no augmentation, no weight "
                         "decay, no lr schedule, no checkpoint) and pass once the loss is below "
                         "%g%%%% of its start, else fail naming the loss it reached"
-                        % (100 * overfit.FRACTION))
+                        % (100 * OVERFIT_FRACTION))
 
 
 def run(args):
+    # Imported here: the training stack loads MXNet, which the parser (--help) does without.
+    from zoo.jobs.train import eval_command, train
     if not args.network and not args.init_from:
         # a missing flag, as argparse reports one (its groups cannot say "one or both")
         return report("train", "one of the arguments --network --init-from is required", 2)

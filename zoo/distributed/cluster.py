@@ -15,8 +15,6 @@ import sys
 import threading
 from collections import namedtuple
 
-import mxnet as mx
-
 from zoo.process import SYNCHRONOUS_ENGINE, variable
 
 __all__ = ["CLUSTER_VARIABLES", "CONNECT_TIMEOUT_EXIT_CODE", "CONNECT_TIMEOUT_VARIABLE",
@@ -86,6 +84,9 @@ def create_dist_kvstore(kind, timeout=None):
         raise ClusterError("kvstore %r needs a parameter-server cluster, but %s %s not set; "
                            "start the workers with tools/launch.py" % (
                                kind, ", ".join(missing), "is" if len(missing) == 1 else "are"))
+    # Here, not at the top: the launcher and the command line's parsers use this module's
+    # pure parts, and loading MXNet takes them seconds.
+    import mxnet as mx
     timeout = connect_timeout() if timeout is None else timeout
     watchdog = threading.Timer(timeout, _give_up_joining, args=(timeout,))
     watchdog.daemon = True

@@ -40,15 +40,13 @@ import mxnet as mx
 import numpy as np
 from mxnet.contrib import amp
 
+from zoo.choices import TRAIN_DTYPES
 from zoo.errors import OptionsError
 from zoo.predictor import bf16_instruction_sets, bf16_unavailable, fuse
 
-__all__ = ["CHANNEL_BLOCK", "DTYPES", "bf16_inference_graph", "bf16_instruction_sets",
-           "bf16_layers", "bf16_training_symbol", "bf16_unavailable", "check_dtype",
-           "resolve_dtype"]
+__all__ = ["CHANNEL_BLOCK", "bf16_inference_graph", "bf16_instruction_sets", "bf16_layers",
+           "bf16_training_symbol", "bf16_unavailable", "check_dtype", "resolve_dtype"]
 
-DTYPES = ("fp32", "bf16", "auto")
-"""``--dtype`` of training: ``auto`` is bf16 where the CPU runs it natively, else fp32."""
 CHANNEL_BLOCK = 16
 """oneDNN's channel block of bfloat16 convolutions on AVX-512."""
 SHAPE_ONLY_OPS = ("_contrib_MultiBoxPrior",)
@@ -65,10 +63,10 @@ FUSED_OPS = ("_sg_mkldnn_conv", "_sg_mkldnn_fully_connected")
 
 
 def check_dtype(dtype, ctx="cpu", flag="--dtype"):
-    """Refuse, in one line naming ``flag``, a ``dtype`` not in :data:`DTYPES`, or bf16
-    where it cannot run."""
-    if dtype not in DTYPES:
-        raise OptionsError("%s %r: one of %s" % (flag, dtype, ", ".join(DTYPES)))
+    """Refuse, in one line naming ``flag``, a ``dtype`` not in
+    :data:`~zoo.choices.TRAIN_DTYPES`, or bf16 where it cannot run."""
+    if dtype not in TRAIN_DTYPES:
+        raise OptionsError("%s %r: one of %s" % (flag, dtype, ", ".join(TRAIN_DTYPES)))
     reason = bf16_unavailable(ctx) if dtype == "bf16" else None
     if reason:
         raise OptionsError("%s bf16: %s; use %s fp32 (or auto, which picks fp32 here)"

@@ -25,6 +25,7 @@ import numpy as np
 from symbols.layers import batchnorm_layers, global_stats_batchnorm
 from zoo import artifact
 from zoo.distributed.cluster import ClusterError, is_distributed, is_synchronous
+from zoo.choices import OPTIMIZERS
 from zoo.errors import OptionsError
 from zoo.engine.health.report import HealthReport
 from zoo.engine.memory import memory_saving_symbol
@@ -33,13 +34,12 @@ from zoo.engine import module_adapter
 from zoo.process import gpu_ids
 from zoo.signals import stop_signals
 
-__all__ = ["LOG", "OPTIMIZERS", "OptimizerOptions", "OutputFolderInUse", "Trainer",
-           "TrainerOptions", "TrainingDiverged", "TrainingError", "TrainingInterrupted",
-           "bind_training_module", "check_pattern", "frozen_batchnorm", "frozen_params",
-           "lr_scheduler", "mxnet_contexts"]
+__all__ = ["LOG", "OptimizerOptions", "OutputFolderInUse", "Trainer", "TrainerOptions",
+           "TrainingDiverged", "TrainingError", "TrainingInterrupted", "bind_training_module",
+           "check_pattern", "frozen_batchnorm", "frozen_params", "lr_scheduler",
+           "mxnet_contexts"]
 
 LOG = logging.getLogger("zoo.train")
-OPTIMIZERS = ("sgd", "nag", "adam", "rmsprop")
 # Optimizers whose update has a momentum term.
 WITH_MOMENTUM = ("sgd", "nag")
 

@@ -1,9 +1,9 @@
 """The generic steps of importing a GluonCV detector: build GluonCV's network, read its
 parameters, map every array onto our model by an explicit map, check it, write an artifact.
 
-An :class:`Importer` names the GluonCV model, the zoo config that equals it and the map
-from GluonCV's parameter names (the Gluon block paths of its ``save_parameters`` files,
-``class_predictors.0.predictor.weight``) to ours. The map reads GluonCV's arrays from a
+An :class:`~zoo.gluoncv.Importer` names the GluonCV model, the zoo config that equals it and
+the map from GluonCV's parameter names (the Gluon block paths of its ``save_parameters``
+files, ``class_predictors.0.predictor.weight``) to ours. The map reads GluonCV's arrays from a
 :class:`GluonArrays`, which counts the reads: every GluonCV array must be read exactly once
 and every array of ours filled with the shape our graph infers, or the import fails naming
 the array.
@@ -11,7 +11,6 @@ the array.
 import collections.abc
 import warnings
 from dataclasses import dataclass
-from typing import Callable
 
 import mxnet as mx
 import numpy as np
@@ -21,23 +20,8 @@ from zoo.errors import OptionsError
 from zoo.model import build_model
 from zoo.config.registry import get_config
 
-__all__ = ["GluonArrays", "GluonCVImportError", "ImportResult", "Importer", "gluon_arrays",
-           "gluon_net", "import_net", "our_params", "run_import"]
-
-
-@dataclass(frozen=True)
-class Importer:
-    """How one GluonCV model becomes ours.
-
-    ``gluoncv_name``: the name ``gluoncv.model_zoo.get_model`` takes. ``config``: the
-    registered zoo config whose model computes what GluonCV's does; its
-    classes are replaced by GluonCV's. ``classes``: the dataset GluonCV trained it on
-    ("voc" or "coco"). ``map_params(gluon, model)``: ``{our arg or aux name: array}`` made
-    from ``gluon``, a :class:`GluonArrays` of GluonCV's arrays by parameter name."""
-    gluoncv_name: str
-    config: str
-    classes: str
-    map_params: Callable
+__all__ = ["GluonArrays", "GluonCVImportError", "ImportResult", "gluon_arrays", "gluon_net",
+           "import_net", "our_params", "run_import"]
 
 
 @dataclass(frozen=True)

@@ -14,10 +14,10 @@ from zoo.architectures import faster_rcnn as c4
 from zoo.architectures import faster_rcnn_fpn as fpn
 from symbols.rpn import gluoncv_base_anchors
 from symbols.fpn import level_tag
-from zoo.gluoncv.common import GluonCVImportError, Importer
+from zoo.gluoncv.common import GluonCVImportError
 from zoo.pretrained.maps import param_map
 
-__all__ = ["IMPORTERS", "check_anchors"]
+__all__ = ["check_anchors", "map_c4", "map_fpn"]
 
 C4_TRUNK = {"conv1": "features.0", "bn1": "features.1", "layer1": "features.4",
             "layer2": "features.5", "layer3": "features.6", "layer4": "top_features.0"}
@@ -128,16 +128,3 @@ def map_fpn(gluon, model):
         for kind in ("weight", "bias"):
             mapped["%s_%s" % (ours, kind)] = gluon["%s.%s" % (theirs, kind)]
     return dict(mapped, **map_rpn(gluon, "rpn.rpn_head"), **map_predictors(gluon))
-
-
-IMPORTERS = {
-    "faster_rcnn_resnet50_v1b_voc": Importer("faster_rcnn_resnet50_v1b_voc",
-                                             "faster_rcnn_resnet50_gluoncv_voc", "voc", map_c4),
-    "faster_rcnn_resnet50_v1b_coco": Importer("faster_rcnn_resnet50_v1b_coco",
-                                              "faster_rcnn_resnet50_gluoncv_coco", "coco",
-                                              map_c4),
-    "faster_rcnn_fpn_resnet50_v1b_coco": Importer("faster_rcnn_fpn_resnet50_v1b_coco",
-                                                  "faster_rcnn_fpn_resnet50_gluoncv_coco",
-                                                  "coco", map_fpn),
-}
-"""GluonCV model name -> :class:`zoo.gluoncv.common.Importer`."""

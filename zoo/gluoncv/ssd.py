@@ -13,9 +13,9 @@ import numpy as np
 from zoo.architectures import ssd as ssd_config
 from symbols import ssd as ssd_symbols
 from zoo.pretrained.maps import GLUON_BN_PARAMS
-from zoo.gluoncv.common import GluonCVImportError, Importer
+from zoo.gluoncv.common import GluonCVImportError
 
-__all__ = ["IMPORTERS", "map_ssd_resnet_v1"]
+__all__ = ["map_ssd_resnet_v1"]
 
 BACKBONE = "features.resnetv10_"
 """The prefix of GluonCV's ResNet v1 names inside its SSDs (a fresh process's block name)."""
@@ -130,12 +130,3 @@ def map_ssd_resnet_v1(gluon, model):
     _heads(mapped, gluon, len(spec["from_layers"]))
     _check_anchors(gluon, model, spec["name"])
     return mapped
-
-
-IMPORTERS = {
-    "ssd_512_resnet50_v1_voc": Importer("ssd_512_resnet50_v1_voc", "ssd_resnet50_v1_gluoncv_voc",
-                                        "voc", map_ssd_resnet_v1),
-    "ssd_512_resnet50_v1_coco": Importer("ssd_512_resnet50_v1_coco",
-                                         "ssd_resnet50_v1_gluoncv_coco", "coco",
-                                         map_ssd_resnet_v1),
-}

@@ -14,19 +14,11 @@ from mxnet.contrib import quantization
 
 from zoo.inference.runner import BatchRunner, DatasetImages
 from zoo.predictor import MKLDNN, Predictor, mkldnn_available
+from zoo.choices import CALIB_MODES, COLLECTORS
 from zoo.errors import OptionsError
 
-__all__ = ["CALIB_MODES", "COLLECTORS", "Histograms", "InputBatches", "MKLDNN_QUANTIZE",
-           "STATISTICS", "calibration_iter", "calibration_thresholds", "int8_layers", "quantize"]
-
-CALIB_MODES = ("naive", "entropy")
-
-COLLECTORS = ("outputs", "monitor")
-"""How calibration gathers the calibrated layers' statistics; both give the same thresholds.
-``outputs``: one executor whose outputs are the statistics (see :class:`MinMax` and
-:class:`Histograms`), run at the speed of inference. ``monitor``: MXNet's own collector, a
-Python callback on every input and output of every operator, each calibrated output reduced
-by MXNet's slow ``min``/``max`` while the graph waits; kept to compare with."""
+__all__ = ["Histograms", "InputBatches", "MKLDNN_QUANTIZE", "STATISTICS", "calibration_iter",
+           "calibration_thresholds", "int8_layers", "quantize"]
 
 MKLDNN_QUANTIZE = "MKLDNN_QUANTIZE"
 """The subgraph backend of MKL-DNN's quantization flow: fusion before and after
@@ -94,7 +86,7 @@ def quantize(symbol, arg_params, aux_params, calib_data, calib_mode="naive",
     ``calib_data`` is an ``mx.io.DataIter`` of the graph's inputs (see
     :func:`calibration_iter`); ``excluded_layers`` are layer names to keep in
     fp32 besides :data:`FP32_OPERATORS`; ``num_examples`` (None: all) stops calibration
-    after the batch that reaches it; ``collector`` is one of :data:`COLLECTORS`.
+    after the batch that reaches it; ``collector`` is one of :data:`~zoo.choices.COLLECTORS`.
     """
     check_options(symbol, calib_mode, excluded_layers, collector)
     excluded = dict(excluded_sym_names=list(excluded_layers),

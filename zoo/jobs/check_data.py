@@ -5,20 +5,18 @@ import os
 from dataclasses import dataclass, fields
 from typing import Optional, Tuple
 
-from zoo.engine.health import census
-from zoo.engine.health.first_batch import (CHECK, check_objects, check_positives, draw_batch,
-                                           forward_positive_anchors, picture_path)
 from zoo.engine.health.report import HealthReport
-from zoo.jobs.train import (TrainOptions, build_train_model, data_census, data_split, open_data,
-                            training_loader)
+from zoo.jobs.train_options import TrainOptions
+from zoo.schema.preprocessing import input_size
 
 __all__ = ["CheckDataOptions", "CheckDataResult", "check_data"]
 
 
 @dataclass(frozen=True)
 class CheckDataOptions:
-    """The data flags of :class:`~zoo.jobs.train.TrainOptions` (same names and defaults),
-    the model whose input the batches are drawn for, and how many batches to draw."""
+    """The data flags of :class:`~zoo.jobs.train_options.TrainOptions` (same names and
+    defaults), the model whose input the batches are drawn for, and how many batches to
+    draw."""
     network: str                         # registered model name or YAML config path
     dataset: str = TrainOptions.dataset
     data_root: str = TrainOptions.data_root
@@ -54,6 +52,10 @@ def check_data(options):
     """Take the census and draw the first ``batches`` batches of the first epoch; raises
     :class:`zoo.errors.DataError` where ``zoo train`` would refuse the data, or its first
     batch (no object, or no positive anchor)."""
+    # Imported here, as zoo train's job: they load MXNet, which the options do without.
+    from zoo.engine.health.first_batch import draw_batch, picture_path
+    from zoo.jobs.train import (build_train_model, data_census, data_split, open_data,
+                                training_loader)
     train_options = options.train_options()
     train_set, val_set = open_data(train_options)
     model = build_train_model(train_options, train_set.class_names)
@@ -74,10 +76,12 @@ def check_data(options):
 
 def first_batch_line(model, batch, train_set, name, picture, max_objects):
     """The first batch checked as training checks it, in one line."""
+    from zoo.engine.health.first_batch import (CHECK, check_objects, check_positives,
+                                               forward_positive_anchors)
     objects, annotated = check_objects(batch, train_set, name, picture)
     positives = forward_positive_anchors(model, batch, max_objects)
     check_positives(positives, objects, model, name, picture)
     return "%s: %d images, %d of their %d annotated boxes in the %s input%s" % (
         CHECK, len(batch.indices) - batch.pad, objects, annotated,
-        census.input_size(model.preprocessing()),
+        input_size(model.preprocessing()),
         "" if positives is None else ", %d positive anchors for %s" % (positives, model.name))

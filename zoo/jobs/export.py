@@ -8,9 +8,8 @@ import os
 from dataclasses import dataclass
 from typing import Optional, Tuple
 
-from zoo import artifact, runlock
+from zoo import runlock
 from zoo.errors import OptionsError
-from zoo.model import build_model
 from zoo.config.registry import network_config
 
 __all__ = ["ExportOptions", "FORMATS", "SUFFIXES", "export", "output_prefix", "write_onnx"]
@@ -124,6 +123,9 @@ def _written(prefix, format):
 
 
 def _export(options):
+    # Artifacts and models load MXNet: imported where the export runs, so that the options
+    # (and zoo export's parser) do without it.
+    from zoo import artifact
     if options.checkpoint is not None and options.format == "mxnet" and \
             os.path.realpath(options.output) == os.path.realpath(options.checkpoint):
         raise artifact.ArtifactError("%s: the output is the artifact it exports; writing there "
@@ -153,6 +155,8 @@ def _export(options):
 
 def _source(options):
     """The loaded artifact, or a :class:`_Fresh` model with initialised parameters."""
+    from zoo import artifact
+    from zoo.model import build_model
     if options.checkpoint is not None:
         return artifact.load(options.checkpoint, options.epoch)
     overrides = {"data_shape": options.data_shape} if options.data_shape else {}
@@ -185,6 +189,7 @@ def _export_onnx(source, options):
     """Written to ``OUTPUT.onnx`` directly, or, with ``verify``, beside it first and moved
     there once ONNX Runtime agrees with MXNet (a good ``.onnx`` is never replaced by one
     that failed)."""
+    from zoo import artifact
     path = options.output + ".onnx"
     candidate = options.output + ".unverified.onnx" if options.verify else path
     write_onnx(source, candidate, options.graph_preprocessing)
@@ -202,6 +207,7 @@ def _export_onnx(source, options):
 
 
 def _verified(source, path, images):
+    from zoo import artifact
     from zoo.inference.detector import Detector
     from zoo.onnx.parity import verify
     from zoo.onnx.runtime import OnnxDetector

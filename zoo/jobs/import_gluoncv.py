@@ -18,7 +18,7 @@ class ImportOptions:
 
 
 def import_detector(options):
-    """Write the artifact; returns a :class:`zoo.gluoncv.ImportResult`."""
+    """Write the artifact; returns a :class:`zoo.gluoncv.common.ImportResult`."""
     if options.params is not None and not os.path.isfile(options.params):
         raise FileNotFoundError("%s: no such parameter file" % options.params)
     return import_gluoncv(options.name, options.params, options.output)

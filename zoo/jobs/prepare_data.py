@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from typing import Callable, Optional
 
 from zoo.data.coco import COCODataset
-from zoo.data.recordio import write_record_files
 from zoo.data.voc import VOCDataset
 from zoo.errors import OptionsError
 
@@ -50,6 +49,8 @@ def open_source(options):
 
 def prepare_data(options, progress: Optional[Callable[[int, int], None]] = None):
     """Write the record files; ``progress(done, total)`` is called after each image."""
+    # Imported here: MXNet's record writer loads MXNet, which the options do without.
+    from zoo.data.recordio import write_record_files
     dataset = open_source(options)
     image_root = options.root if options.format == "voc" else options.image_dir
     images, objects = write_record_files(dataset, options.output, progress=progress,

@@ -7,10 +7,8 @@ import time
 from dataclasses import dataclass
 from typing import Optional, Tuple
 
-from zoo import artifact, runlock
+from zoo import runlock
 from zoo.errors import DataError, OptionsError
-from zoo.predictor import bf16_unavailable, warn_int8_speed
-from zoo.inference.quantization import calibration_iter, int8_layers, quantize as quantize_graph
 from zoo.jobs.datasets import DataSplit, checkpoint_name, open_for_artifact
 
 __all__ = ["DTYPES", "QuantizeOptions", "quantize"]
@@ -60,6 +58,7 @@ CALIBRATION_FIELDS = ("data_root", "dataset", "split", "calib_mode", "calib_batc
 def _check_bf16(options):
     """Refuse calibration settings given with bf16 (a conversion reads no images: they would
     be silently ignored), and bf16 where the CPU would emulate it."""
+    from zoo.predictor import bf16_unavailable  # its module loads MXNet: bf16 only
     defaults = {f.name: f.default for f in dataclasses.fields(options)}
     given = [name for name in CALIBRATION_FIELDS if getattr(options, name) != defaults[name]]
     if given:
@@ -89,6 +88,9 @@ def quantize(options):
 
 
 def _quantize(options, output):
+    # Artifacts load MXNet: imported where the job runs, so that the options (and zoo
+    # quantize's parser) do without it.
+    from zoo import artifact
     source = artifact.load(options.checkpoint, options.epoch)
     refusal = artifact.fp32_only(source.name, source.precision, "quantize")
     if refusal:
@@ -105,6 +107,9 @@ def _quantize(options, output):
 def _calibrated(options, source):
     """``(symbol, arg_params, aux_params, precision)`` of the int8 graph, calibrated on the
     first batches of the options' split."""
+    from zoo.inference.quantization import (calibration_iter, int8_layers,
+                                            quantize as quantize_graph)
+    from zoo.predictor import warn_int8_speed
     split = DataSplit(options.dataset, options.data_root, options.split, options.skip_bad,
                       options.data_threads, options.annotations, options.image_dir)
     dataset, _ = open_for_artifact(split, source.class_names,
@@ -151,6 +156,7 @@ def check_output(output, checkpoint, epoch, dtype="int8"):
     """Refuse an output prefix whose files quantizing would replace: the fp32 artifact's own,
     one holding fp32 epochs or another artifact's or another dtype's, or this epoch already.
     Only the epochs of the same checkpoint in the same dtype may be added to."""
+    from zoo import artifact
     if _same_prefix(output, checkpoint):
         raise artifact.ArtifactError("%s: the output is the fp32 artifact's own prefix; "
                                      "quantizing there would replace its graph and files: "

@@ -14,7 +14,6 @@ from zoo.jobs.demo import DemoOptions, demo
 from zoo.jobs.evaluate import EvalOptions, evaluate
 from zoo.jobs.export import ExportOptions, export
 from zoo.jobs.recipes import SSD
-from zoo.jobs.train import train
 from zoo.runfiles import log_path
 
 __all__ = ["EPOCHS", "NETWORK", "QuickstartOptions", "python_line", "quickstart",
@@ -56,6 +55,7 @@ def train_options(root, train_dir, epochs, progress, seed=0):
 
 def quickstart(options):
     """Run the job; overwrites the previous quickstart run in ``output_dir``."""
+    from zoo.jobs.train import train  # the training stack loads MXNet; the options do without
     root = embedded.generate(embedded.default_root(options.output_dir))
     train_dir = os.path.join(options.output_dir, "train")
     trained = train(train_options(root, train_dir, options.epochs, options.progress,

@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from typing import Tuple
 
 from zoo.data import embedded
-from zoo.jobs.train import TrainOptions
+from zoo.jobs.train_options import TrainOptions
 
 __all__ = ["Band", "RECIPES", "Recipe", "RecipeResult", "run_recipe"]
 

@@ -311,10 +311,13 @@ class Schema:
                                   self.unknown_phrase(name))
 
     def unknown_phrase(self, name):
+        """What a :class:`zoo.ConfigError` says of the unknown field ``name``: that it is
+        unknown (not what was expected, which read as if the field existed), and the closest
+        known name, else all of them."""
         close = difflib.get_close_matches(str(name), list(self.fields), n=1, cutoff=0.6)
         if close:
-            return "a known config field (did you mean %s?)" % close[0]
-        return "a known config field of arch %s (%s)" % (self.arch, ", ".join(self.fields))
+            return "unknown config field; did you mean %s?" % close[0]
+        return "unknown config field; arch %s has %s" % (self.arch, ", ".join(self.fields))
 
     def validate(self, config):
         """Check every field ``config`` sets, in declaration order; raise ConfigError."""

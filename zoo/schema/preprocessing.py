@@ -17,7 +17,8 @@ import math
 import numpy as np
 
 __all__ = ["INTERPOLATIONS", "MEAN_PIXELS", "STD_PIXELS", "WARP", "canvas_im_info", "canvas_size",
-           "interpolation_of", "resampling", "scaled_size", "short_side", "statistics", "stretch"]
+           "input_size", "interpolation_of", "resampling", "scaled_size", "short_side",
+           "statistics", "stretch"]
 
 MEAN_PIXELS = (123.68, 116.779, 103.939)
 STD_PIXELS = (58.393, 57.12, 57.375)
@@ -71,6 +72,15 @@ def short_side(spec, size_divisor):
     return dict(statistics(spec), resize="short_side", data_shape=[side, longest],
                 short_side=side, max_size=longest, size_divisor=int(size_divisor),
                 **resampling(spec))
+
+
+def input_size(preprocessing):
+    """``128x128``, or ``short side 600`` for a model that keeps the aspect ratio: the input
+    size of a model's :meth:`~zoo.DetectionModel.preprocessing` as users read it."""
+    if preprocessing.get("resize") == "short_side":
+        return "short side %d" % preprocessing["short_side"]
+    height, width = preprocessing["data_shape"]
+    return "%dx%d" % (width, height)
 
 
 def scaled_size(height, width, short_side, max_size):

@@ -6,8 +6,8 @@ Example:
     zoo benchmark-calibration --network faster_rcnn_resnet50 --data-shape 320 \\
         --max-size 512 --images 2
 """
-from zoo_bench.calibration import CalibrationBenchmarkOptions, benchmark_calibration
-from zoo.inference.quantization import CALIB_MODES, COLLECTORS
+from zoo_bench.options import CalibrationBenchmarkOptions
+from zoo.choices import CALIB_MODES, COLLECTORS
 from zoo.config.registry import list_models
 from zoo.cli.common import (add_batch_flag, add_input_size_flags, comma_list, options_from,
                             positive_int)
@@ -31,5 +31,7 @@ def add_arguments(p):
 
 
 def run(args):
+    # Imported here: the benchmark loads MXNet, which the parser (--help) does without.
+    from zoo_bench.calibration import benchmark_calibration
     benchmark_calibration(options_from(CalibrationBenchmarkOptions, args))
     return 0

@@ -7,7 +7,7 @@ GluonCV's DataLoader, on the same JPEGs with the same workers (see
 Example:
     zoo benchmark-data --data-shape 512 --batch-size 32 --data-threads 2
 """
-from zoo_bench.data import COMPARISONS, DataBenchmarkOptions, benchmark_data
+from zoo_bench.options import DATA_COMPARISONS, DataBenchmarkOptions
 from zoo.cli.common import (add_batch_flag, add_dataset_flags, add_hidden_alias,
                             add_input_size_flags, nonnegative_int, options_from, positive_int)
 
@@ -38,12 +38,14 @@ def add_arguments(p):
                    default=DataBenchmarkOptions.opencv_threads,
                    help="cv2.setNumThreads for our side (GluonCV's workers use MXNet's own "
                         "OpenCV; default: OpenCV's, one per core)")
-    p.add_argument("--compare", choices=COMPARISONS + ("none",),
+    p.add_argument("--compare", choices=DATA_COMPARISONS + ("none",),
                    default=DataBenchmarkOptions.compare,
                    help="'none': time ours only")
 
 
 def run(args):
+    # Imported here: the benchmark loads MXNet, which the parser (--help) does without.
+    from zoo_bench.data import benchmark_data
     benchmark_data(options_from(DataBenchmarkOptions, args,
                                 compare=None if args.compare == "none" else args.compare))
     return 0

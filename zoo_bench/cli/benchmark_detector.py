@@ -13,9 +13,7 @@ Examples:
         --images output/shapes/JPEGImages
     zoo benchmark-detector --busy 4 --num-images 16 --image-size 1024 --runs 3
 """
-from zoo_bench.detector import (BUSY_CORES, DetectorBenchmarkOptions, batch_sweep,
-                                benchmark_detector, busy_detect, busy_report, report,
-                                sweep_report)
+from zoo_bench.options import BUSY_CORES, DetectorBenchmarkOptions
 from zoo.config.registry import list_models
 from zoo.cli.common import add_input_size_flags, comma_list, fraction, options_from, positive_int
 
@@ -61,6 +59,9 @@ def add_arguments(p):
 
 
 def run(args):
+    # Imported here: the benchmark loads MXNet, which the parser (--help) does without.
+    from zoo_bench.detector import (batch_sweep, benchmark_detector, busy_detect, busy_report,
+                                    report, sweep_report)
     network = None if args.checkpoint else args.network
     options = options_from(DetectorBenchmarkOptions, args, network=network)
     if args.busy:

@@ -4,7 +4,7 @@ memory saving, each configuration in a fresh process (see :mod:`zoo_bench.memory
 Example:
     zoo benchmark-memory --network ssd_resnet101 --data-shape 512 --batch-size 8
 """
-from zoo_bench.memory import MemoryBenchmarkOptions, benchmark_memory
+from zoo_bench.options import MemoryBenchmarkOptions
 from zoo.config.registry import list_models
 from zoo.cli.common import (add_batch_flag, add_input_size_flags, comma_list, nonnegative_int,
                             options_from, positive_int)
@@ -29,5 +29,7 @@ def add_arguments(p):
 
 
 def run(args):
+    # Imported here: the benchmark loads MXNet, which the parser (--help) does without.
+    from zoo_bench.memory import benchmark_memory
     benchmark_memory(options_from(MemoryBenchmarkOptions, args))
     return 0

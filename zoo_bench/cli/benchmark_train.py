@@ -19,11 +19,11 @@ The cost of the training-health checks (on against off, alternating):
 """
 import argparse
 
-from zoo_bench.train import GLUONCV_RECIPES, TrainBenchmarkOptions, benchmark_train
+from zoo_bench.options import GLUONCV_RECIPES, TrainBenchmarkOptions
+from zoo.choices import TRAIN_DTYPES
 from zoo.config.registry import list_models
 from zoo.cli.common import (add_batch_flag, add_input_size_flags, comma_list, nonnegative_int,
                             options_from, positive_float, positive_int)
-from zoo.engine.precision import DTYPES
 
 __all__ = ["add_arguments", "run"]
 
@@ -60,7 +60,7 @@ def add_arguments(p):
                    default=",".join(TrainBenchmarkOptions.dtypes),
                    help="comma-separated precisions of our side, each run in turn beside "
                         "GluonCV's (zoo train --dtype): %s; auto is bf16 where the CPU has "
-                        "it, else fp32 (default: %%(default)s)" % ", ".join(DTYPES))
+                        "it, else fp32 (default: %%(default)s)" % ", ".join(TRAIN_DTYPES))
     p.add_argument("--peak-probes", type=nonnegative_int,
                    default=TrainBenchmarkOptions.peak_probes,
                    help="runs of each matmul peak probe (fp32, bf16), the best kept; 0: no "
@@ -71,17 +71,19 @@ def add_arguments(p):
 
 
 def train_dtype(value):
-    if value not in DTYPES:
-        raise argparse.ArgumentTypeError("one of %s, got %r" % (", ".join(DTYPES), value))
+    if value not in TRAIN_DTYPES:
+        raise argparse.ArgumentTypeError("one of %s, got %r" % (", ".join(TRAIN_DTYPES), value))
     return value
 
 
 def run(args):
     options = options_from(TrainBenchmarkOptions, args,
                            compare=None if args.compare == "none" else args.compare)
+    # Imported here: the benchmarks load MXNet, which the parser (--help) does without.
     if options.compare == "health":
         from zoo_bench.health import benchmark_health
         benchmark_health(options)
     else:
+        from zoo_bench.train import benchmark_train
         benchmark_train(options)
     return 0

@@ -21,7 +21,7 @@ import numpy as np
 from zoo.data.coco import COCODataset
 from zoo.data.voc import VOCDataset
 from zoo.errors import DataError
-from zoo.schema.preprocessing import scaled_size
+from zoo.schema.preprocessing import input_size, scaled_size
 
 __all__ = ["CHECK", "Census", "check_boxes_in_pixels", "check_has_boxes", "check_skipped",
            "report", "take_census"]
@@ -164,14 +164,6 @@ def input_scale(width, height, preprocessing):
         return np.column_stack([scale, scale])
     input_height, input_width = preprocessing["data_shape"]
     return np.column_stack([input_width / width, input_height / height])
-
-
-def input_size(preprocessing):
-    """``128x128``, or ``short side 600`` for a model that keeps the aspect ratio."""
-    if preprocessing.get("resize") == "short_side":
-        return "short side %d" % preprocessing["short_side"]
-    height, width = preprocessing["data_shape"]
-    return "%dx%d" % (width, height)
 
 
 # -- refusals ---------------------------------------------------------------------------------

@@ -4,27 +4,28 @@ A model that cannot drive its loss down on a single fixed batch, seen over and o
 augmentation or weight decay, has a bug in its loss, its targets or its data, whatever a
 full run would later show. The run's own loop trains on :class:`OneBatchLoader` (one fixed
 batch, at most STEPS times); :class:`OverfitCheck` stops it as soon as the loss is below
-:data:`FRACTION` of its start, and fails it, in one line, if it never gets there.
+:data:`~zoo.choices.OVERFIT_FRACTION` of its start, and fails it, in one line, if it never
+gets there.
 """
 import contextlib
 import logging
 
+from zoo.choices import OVERFIT_FRACTION
 from zoo.engine.hooks import Hook
 from zoo.engine.trainer import TrainingError
 
-__all__ = ["CHECK", "FRACTION", "OneBatchLoader", "OverfitCheck", "OverfitFailed"]
+__all__ = ["CHECK", "OneBatchLoader", "OverfitCheck", "OverfitFailed"]
 
 LOG = logging.getLogger("zoo.train")
 CHECK = "overfit"
-FRACTION = 0.1
-"""The loss must fall below this fraction of its first value."""
 WINDOW = 3
 """Steps whose mean loss is compared (one step's loss alone may dip by chance: Faster
 R-CNN samples its anchors and ROIs anew at every step)."""
 
 
 class OverfitFailed(TrainingError):
-    """The loss did not fall below :data:`FRACTION` of its start on one batch."""
+    """The loss did not fall below :data:`~zoo.choices.OVERFIT_FRACTION` of its start on one
+    batch."""
 
 
 class OneBatchLoader:
@@ -53,8 +54,9 @@ class OneBatchLoader:
 
 class OverfitCheck(Hook):
     """Follows the loss on a :class:`OneBatchLoader`: finishes its epoch once the mean loss of
-    the last :data:`WINDOW` steps is below :data:`FRACTION` of the first step's, else raises
-    :class:`OverfitFailed` at the epoch's end. ``summary`` is the outcome's line."""
+    the last :data:`WINDOW` steps is below :data:`~zoo.choices.OVERFIT_FRACTION` of the first
+    step's, else raises :class:`OverfitFailed` at the epoch's end. ``summary`` is the
+    outcome's line."""
 
     def __init__(self, loader):
         self.loader, self.steps, self.summary = loader, [], None
@@ -72,7 +74,7 @@ class OverfitCheck(Hook):
     def passed(self):
         losses = self.losses
         return (len(losses) > WINDOW and losses[0] > 0
-                and recent_mean(losses) < FRACTION * losses[0])
+                and recent_mean(losses) < OVERFIT_FRACTION * losses[0])
 
     def after_epoch(self, trainer, epoch, row):
         if self.steps and self.losses[0] == 0:
@@ -84,7 +86,8 @@ class OverfitCheck(Hook):
             raise OverfitFailed(
                 "--overfit-batch: %s, not below %d%% of its start: a model that cannot "
                 "memorise one batch has a bug in its loss, its targets or its labels (if "
-                "it fell steadily, raise the steps or --lr)" % (figures, 100 * FRACTION))
+                "it fell steadily, raise the steps or --lr)"
+                % (figures, 100 * OVERFIT_FRACTION))
         self.summary = "overfit-batch passed: %s" % figures
         trainer.health.result(CHECK, "ok", figures)
         LOG.info("%s", self.summary)
