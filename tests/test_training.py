@@ -141,6 +141,21 @@ def test_progress_bar_shows_epoch_speed_and_losses(capsys):
     assert "samples/s=" in bar.bar.postfix and "cls_loss=" in bar.bar.postfix
 
 
+def test_progress_bar_says_what_the_first_step_does(capsys):
+    """Binding an FPN ResNet-50 took 6.5 minutes with the bar at 0 and samples/s=0.0."""
+    seen = []
+
+    class Spy(engine_hooks.Hook):
+        def after_step(self, trainer, epoch, batch_index, losses):
+            if batch_index == 0 and epoch == 0:
+                seen.append(capsys.readouterr().err)
+
+    train(epochs=2, hooks=[Spy(), engine_hooks.ProgressBar()])
+    err = capsys.readouterr().err
+    assert engine_hooks.ProgressBar.FIRST_STEP in seen[0]
+    assert "epoch 2/2" in err and engine_hooks.ProgressBar.FIRST_STEP not in err
+
+
 def test_workers_other_than_rank0_skip_rank0_hooks_and_scale_gradients():
     model, data = tiny_model(), loader()
     options = TrainerOptions(epochs=1, batch_size=2)
