@@ -1,13 +1,16 @@
-"""The README's "Use a trained detector" example runs as written."""
+"""The README's examples run as written: "Three uses" (from code, with the tools/ scripts,
+the config check in CI) and "Use a trained detector"."""
 import contextlib
 import io
 import os
 import re
+import stat
 import subprocess
 import sys
 
 import cv2
 import numpy as np
+import yaml
 
 import zoo
 from zoo import artifact
@@ -115,3 +118,102 @@ def test_readme_links_name_files_that_exist():
             path = os.path.normpath(os.path.join(ROOT, os.path.dirname(document), link))
             assert os.path.exists(path), "%s links to %s, which does not exist" % (
                 document, link)
+
+
+USES = "<!-- three-uses: %s -->"
+USES_SMALL = {"--data-shape 256": "--data-shape 128", "--batch-size 16": "--batch-size 4",
+              "--epochs 10": "--epochs 1"}
+"""What the tools/ block's test changes, and nothing else: the sizes, small."""
+
+
+def marked_block(name):
+    """The code block right after the README's ``<!-- three-uses: NAME -->`` marker:
+    ``(language, code)``."""
+    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as handle:
+        text = handle.read()
+    assert USES % name in text, "README.md has no %r marker" % (USES % name)
+    found = re.match(r"\n```(\w+)\n(.*?)```", text.split(USES % name, 1)[1], re.S)
+    assert found, "no code block right after %r" % (USES % name)
+    return found.group(1), found.group(2)
+
+
+def run_shell(code, tmp_path):
+    """``code`` run by bash (``set -e``) in ``tmp_path/work`` as a user's shell runs it, where
+    ``python`` is this interpreter and ``zoo`` its command line, on this checkout."""
+    shims, work = tmp_path / "bin", tmp_path / "work"
+    shims.mkdir(exist_ok=True)
+    work.mkdir(exist_ok=True)
+    for name, command in (("python", [sys.executable]), ("zoo", [sys.executable, "-m", "zoo"])):
+        shim = shims / name
+        shim.write_text("#!/bin/sh\nexec %s \"$@\"\n" % " ".join(command))
+        shim.chmod(shim.stat().st_mode | stat.S_IXUSR)
+    env = dict(os.environ, PATH="%s:%s" % (shims, os.environ["PATH"]),
+               PYTHONPATH=os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")])))
+    return subprocess.run(["bash", "-e", "-c", code], cwd=str(work), env=env,
+                          capture_output=True, text=True, timeout=600)
+
+
+def test_three_uses_from_code_prints_what_the_readme_says():
+    """The Python of "Three uses" runs, and each ``print(...)  # TEXT`` prints TEXT."""
+    language, code = marked_block("python")
+    assert language == "python" and 'zoo.get_model("ssd_resnet101")' in code
+    said = re.findall(r"^print\(.*\)  # (.*)$", code, re.M)
+    assert said, "the block shows no printed line"
+    namespace, printed = {}, io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        exec(compile(code, "README.md: three uses", "exec"), namespace)
+    assert printed.getvalue().splitlines() == said
+    model = namespace["model"]
+    assert set(namespace["arg_params"]) == set(model.param_shapes()[0])
+    outputs = namespace["graph"].infer_shape(**model.input_shapes())[1]
+    assert len(outputs) == 1 and outputs[0][0] == 1 and outputs[0][2] == 6
+
+
+def test_three_uses_tools_scripts_train_and_evaluate(shapes, tmp_path):
+    """The tools/ block runs as written in a folder where ``make demo`` left output/shapes
+    and ``tools/`` is the checkout's, its sizes made small (:data:`USES_SMALL`)."""
+    language, code = marked_block("tools")
+    assert language == "sh" and code.startswith("python tools/train.py ")
+    for large, small in USES_SMALL.items():
+        assert large in code, "the tools/ block lost %r: update USES_SMALL" % large
+        code = code.replace(large, small)
+    (tmp_path / "work" / "output").mkdir(parents=True)
+    os.symlink(shapes, str(tmp_path / "work" / "output" / "shapes"))
+    os.symlink(os.path.join(ROOT, "tools"), str(tmp_path / "work" / "tools"))
+    done = run_shell(code, tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    prefix = str(tmp_path / "work" / "output" / "tools" / "ssd_mobilenetv2_stride8")
+    assert artifact.epochs(prefix) == [1]
+    assert "4 images of output/shapes/val" in done.stdout and "COCO AP" in done.stdout
+
+
+MY_SSD = "base: ssd_resnet101\nnum_classes: 3\n"
+BAD_SSD = 'base: ssd_resnet101\nfrom_layers: [stage3_unit6_relu, res5, "", "", "", ""]\n'
+
+
+def test_three_uses_config_check_in_ci(tmp_path):
+    """The check commands of "Three uses" and its CI step run as written: exit 0 while every
+    config holds, 1 with a FAIL line once one of the user's configs taps the wrong layer."""
+    language, code = marked_block("check")
+    assert language == "sh"
+    configs = tmp_path / "work" / "my_configs"
+    configs.mkdir(parents=True)
+    (configs / "my_ssd.yaml").write_text(MY_SSD)
+    lines = [line for line in code.splitlines() if line.strip()]
+    assert lines
+    for line in lines:
+        done = run_shell(line, tmp_path)
+        assert done.returncode == 0, (line, done.stderr[-3000:])
+        assert re.search(r"^\d+ configs checked, 0 failed$", done.stdout, re.M), line
+    language, ci = marked_block("ci")
+    assert language == "yaml"
+    steps = yaml.safe_load(ci)
+    assert isinstance(steps, list) and len(steps) == 1 and set(steps[0]) >= {"name", "run"}
+    done = run_shell(steps[0]["run"], tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert re.search(r"^my_ssd +300x300 +46,608,048 ", done.stdout, re.M), done.stdout
+    (configs / "bad_ssd.yaml").write_text(BAD_SSD)
+    done = run_shell(steps[0]["run"], tmp_path)
+    assert done.returncode == 1, done.stderr[-3000:]
+    assert done.stderr.startswith("FAIL bad_ssd: from_layers[0] = 'stage3_unit6_relu'")
+    assert "2 configs checked, 1 failed" in done.stdout
