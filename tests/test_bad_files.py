@@ -98,8 +98,10 @@ def test_inputs_and_outputs_of_another_rank_or_dtype_are_refused(tmp_path, chang
     one_line_refusal(path, expected)
 
 
+# (An output declared (batch, 24) over rows the graph computes as (batch, 4, 6) is no
+# longer a contradiction ONNX Runtime keeps: it merges the shapes to the computed one, which
+# the zoo then reads correctly. A graph that really outputs (batch, 24) is refused above.)
 @pytest.mark.parametrize("name, elem_type, shape", [
-    ("detections", None, ["batch", 24]),
     ("data", None, ["batch", 3, 32]),
     ("data", TensorProto.FLOAT16, None),
     ("im_info", None, ["batch", 3, 1]),

@@ -34,9 +34,9 @@ ARCHITECTURES = {
     # last / first step in fp32 on this batch, with margin). An FPN's box-head
     # classification saturates at this size (its loss jumps between a few values), so its
     # RPN's is compared.
-    "ssd": ("ssd_mobilenetv2_stride8", TINY, 6, 0.005, ("cls_loss", "box_loss"), 0.5),
+    "ssd": ("ssd_mobilenetv2_stride8", TINY, 6, 0.00125, ("cls_loss", "box_loss"), 0.5),
     "c4": ("faster_rcnn_mobilenetv2", RCNN, 3, 0.005, ("rpn_cls_loss", "rcnn_cls_loss"), 0.75),
-    "fpn": ("faster_rcnn_fpn_mobilenetv2", RCNN, 3, 0.005, ("rpn_cls_loss",), 0.75),
+    "fpn": ("faster_rcnn_fpn_mobilenetv2", RCNN, 3, 0.0025, ("rpn_cls_loss",), 0.75),
 }
 AS_IN_FP32 = 0.1
 """Largest relative gap between the bf16 and the fp32 loss at any step."""

@@ -235,7 +235,9 @@ def test_train_eval_demo_quantize_export_from_other_folders(shapes192, tmp_path,
     assert artifact.epochs(str(work / "run" / "tiny")) == [1]
     # It starts by saying what it trains, and ends naming the artifact and how to use it.
     assert re.search(r"training tiny: 8 images of voc:%s/train, 4 classes \(%s\), [\d,]+ "
-                     r"parameters, batch 4, 1 epochs, fp32, output run/tiny$" % (
+                     r"parameters, batch 4, lr 0.00125 \(the ssd recipe's 0.005 at batch 16, "
+                     r"scaled linearly to batch 4; --lr keeps one\), 1 epochs, fp32, "
+                     r"output run/tiny$" % (
                          re.escape(shapes192), ", ".join(embedded.CLASSES)),
                      done.stderr, re.MULTILINE), done.stderr[-2000:]
     footer = done.stdout.strip().splitlines()[-1]

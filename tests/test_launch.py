@@ -36,7 +36,7 @@ NETWORK = "ssd_mobilenetv2_stride8"
 
 def train_flags(shapes, output, epochs, *extra):
     return ["--network", NETWORK, "--dataset", "voc", "--data-root", shapes,
-            "--data-shape", "128", "--batch-size", "2", "--epochs", str(epochs), "--lr", "0.02",
+            "--data-shape", "128", "--batch-size", "2", "--epochs", str(epochs), "--lr", "0.005",
             "--max-expand", "1", "--no-crop", "--val-set", "", "--no-progress",
             "--data-threads", "1", "--kv-store", "dist_sync", "--output-dir", str(output)]
 

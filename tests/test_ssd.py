@@ -80,10 +80,11 @@ def test_the_score_threshold_field_sets_the_candidates_the_graph_keeps(post_proc
     np.testing.assert_array_equal(raised.labels, default.labels[above])
 
 
-@pytest.mark.parametrize("name,learning_rate", [("ssd_mobilenetv2", 0.01),
-                                                ("ssd_resnet50", 0.002)])
+@pytest.mark.parametrize("name,learning_rate", [("ssd_mobilenetv2", 0.0025),
+                                                ("ssd_resnet50", 0.0005)])
 def test_training_step_learns_a_fixed_batch(name, learning_rate):
-    """From random weights a ResNet with batch norm over two images needs a smaller step."""
+    """From random weights a ResNet with batch norm over two images needs a smaller step.
+    (0.01 and 0.002 before the loss was normalised per positive anchor: 4x the gradient.)"""
     model = zoo.get_model(name, num_classes=2, **small_input_overrides(name))
     args, aux = model.init_params(seed=0)
     rng = np.random.RandomState(0)
