@@ -38,7 +38,7 @@ test-slow: $(STAMP)
 # Short recipes for SSD, Faster R-CNN C4 and FPN trained on the embedded data, each failing
 # outside its measured held-out mAP band (zoo/jobs/recipes.py; about 20 minutes on 2 cores).
 test-accuracy: $(STAMP)
-	$(PY) -m pytest -m accuracy -q -p no:cacheprovider tests/test_accuracy.py
+	$(PY) -m pytest -m accuracy -q -p no:cacheprovider tests/zoo/jobs/test_accuracy.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -1,11 +1,21 @@
 import ctypes
 import gc
 import os
+import sys
 
 os.environ.setdefault("MXNET_SUBGRAPH_VERBOSE", "0")
 # The suite runs in two worker processes (make test): OpenMP threads that spin between
 # operators would take the other worker's core.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+# The tests mirror the package (tests/zoo/jobs/test_detect.py tests zoo/jobs/detect.py, the
+# bad-input corpora stay together in tests/bad_inputs/). Some share helpers by importing another
+# test module by its name, wherever it stands: every folder of tests/ that holds tests is on
+# the path, as tests/ itself is.
+_TESTS = os.path.dirname(os.path.abspath(__file__))
+sys.path[1:1] = sorted(folder for folder, _, names in os.walk(_TESTS)
+                       if folder != _TESTS and any(n.startswith("test_") and n.endswith(".py")
+                                                   for n in names))
 
 import zoo  # noqa: E402
 from zoo import process  # noqa: E402
@@ -52,7 +62,7 @@ time in `make test`, where the shallower twin runs)."""
 def models():
     """Every registered model at its smallest supported data shape, built once a file (2 s):
     a model keeps the parameters ``init_params`` gives it, and for the whole session these
-    held 2.3 GB of a worker after test_models.py."""
+    held 2.3 GB of a worker after test_model.py."""
     built = {}
     for name in zoo.list_models():
         shape = zoo.get_config(name)["shapes"]

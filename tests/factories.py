@@ -17,6 +17,9 @@ import yaml
 import zoo
 from zoo import artifact
 
+# The repository's root: tests/ stands in it.
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
 # -- Images ------------------------------------------------------------------------------------
 
 
