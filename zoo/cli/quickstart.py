@@ -26,16 +26,19 @@ def run(args):
     start = time.time()
     result = quickstart(options_from(QuickstartOptions, args))
     in_band = args.epochs == QuickstartOptions.epochs
-    print("\nheld-out VOC07 mAP %.4f%s, COCO AP %.4f, in %.1f min"
+    print("\nheld-out VOC07 mAP %.4f%s, COCO AP %.4f%s, in %.1f min"
           % (result.voc07_map, ": " + SSD.band.words(result.voc07_map) if in_band else "",
-             result.coco_ap, (time.time() - start) / 60))
+             result.coco_ap, ": " + SSD.coco_band.words(result.coco_ap) if in_band else "",
+             (time.time() - start) / 60))
     print("checkpoints and log: %s\nevaluation:          %s\ntraining curves:     %s\n"
           "detections:          %s" % (result.train_dir, result.results_path, result.curves,
                                        result.picture))
-    if in_band and not SSD.band.holds(result.voc07_map):
-        print("warning: held-out mAP %.4f is outside the band %.2f-%.2f of this recipe's "
-              "measured runs: see docs/training.md, Reproducibility"
-              % (result.voc07_map, SSD.band.low, SSD.band.high), file=sys.stderr)
+    for metric, value, band in (("mAP", result.voc07_map, SSD.band),
+                                ("COCO AP", result.coco_ap, SSD.coco_band)):
+        if in_band and not band.holds(value):
+            print("warning: held-out %s %.4f is outside the band %.2f-%.2f of this recipe's "
+                  "measured runs: see docs/training.md, Reproducibility"
+                  % (metric, value, band.low, band.high), file=sys.stderr)
     print("ONNX export:         %s\n  ONNX Runtime against MXNet: %s"
           % (result.onnx_path, result.onnx_parity))
     print("\nUse the trained detector from Python:\n%s" % result.python_line)

@@ -307,23 +307,28 @@ def test_train_eval_demo_quantize_export_from_other_folders(shapes192, tmp_path,
     assert done.stderr.count("\n") == 1 and "MKL-DNN" in done.stderr
 
 
-@pytest.mark.parametrize("found, said, warned", [(0.9249, "inside its band", False),
-                                                 (0.80, "BELOW its band", True),
-                                                 (0.99, "ABOVE its band", True)])
-def test_make_demo_says_whether_its_figure_lies_in_its_band(found, said, warned, monkeypatch,
-                                                            capsys):
+@pytest.mark.parametrize("found, coco, said, coco_said, warned", [
+    (0.9249, 0.7703, "inside", "inside", []),
+    (0.80, 0.7703, "BELOW", "inside", ["mAP"]),
+    (0.99, 0.7703, "ABOVE", "inside", ["mAP"]),
+    (0.9588, 0.8220, "inside", "ABOVE", ["COCO AP"])])
+def test_make_demo_says_whether_its_figures_lie_in_their_bands(found, coco, said, coco_said,
+                                                               warned, monkeypatch, capsys):
     """``zoo quickstart``'s own line, the job replaced by its result (the whole job runs in
-    ``make test-accuracy``): the band of the ``ssd`` recipe, and a warning only outside it
-    (the healthy figure stays silent)."""
+    ``make test-accuracy``): the bands of the ``ssd`` recipe, VOC07 mAP and COCO AP, and a
+    warning only outside one (the healthy figures, seed 0's, stay silent; the last row is the
+    run whose loss was scaled by 4)."""
     from zoo.cli import quickstart as command
     from zoo.jobs.quickstart import QuickstartResult
     from zoo.jobs.recipes import SSD
     result = QuickstartResult(train_dir="t", results_path="r", curves="c", picture="p",
-                              voc07_map=found, coco_ap=0.7, python_line="x", onnx_path="o",
+                              voc07_map=found, coco_ap=coco, python_line="x", onnx_path="o",
                               onnx_parity="parity", onnx_python_line="y")
     monkeypatch.setattr(command, "quickstart", lambda options: result)
     assert main(["quickstart", "--no-progress"]) == 0
     out, err = capsys.readouterr()
-    assert "held-out VOC07 mAP %.4f: %s %.2f-%.2f" % (found, said, SSD.band.low,
-                                                      SSD.band.high) in out
-    assert ("outside the band" in err) == warned, err
+    assert "held-out VOC07 mAP %.4f: %s its band %.2f-%.2f" % (found, said, SSD.band.low,
+                                                              SSD.band.high) in out
+    assert "COCO AP %.4f: %s its band %.2f-%.2f" % (coco, coco_said, SSD.coco_band.low,
+                                                   SSD.coco_band.high) in out
+    assert [metric for metric in ("mAP", "COCO AP") if "held-out %s " % metric in err] == warned
