@@ -8,7 +8,13 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from factories import ROOT
+
+# Two trainings, the second beside two CPU-bound processes: it would take both cores from
+# the other worker of `make test`, so it runs in `make test-accuracy` (as CI does).
+pytestmark = pytest.mark.accuracy
 # Two OpenMP threads, as the zoo picks on this 2-core machine: the threads split the work
 # and the run must not depend on how busy each is.
 ENV = dict(os.environ, PYTHONPATH=ROOT, OMP_NUM_THREADS="2")
