@@ -177,3 +177,14 @@ def test_zoo_detect_on_large_photos_alpha_and_damaged_files(detect_prefix, turne
         crop = Image.open(output / row["crop"])
         # cut from the whole photo: the box's own size in its pixels
         assert abs(crop.width - (x2 - x1)) <= 2 and abs(crop.height - (y2 - y1)) <= 2
+
+
+def test_the_decode_benchmark_reports_both_ways(tmp_path):
+    """zoo benchmark-decode's measurement, on two small generated photos (figures unchecked)."""
+    from zoo_bench.decode import DecodeBenchmarkOptions, benchmark_decode
+    lines = []
+    results = benchmark_decode(DecodeBenchmarkOptions(
+        num_images=2, image_size=(800, 600), output_dir=str(tmp_path), data_shape=100,
+        max_size=150), log=lines.append)
+    assert results["whole"]["factors"] == [1] and results["dct"]["factors"] == [4]
+    assert lines[-1].startswith("whole / dct: decode time ")
