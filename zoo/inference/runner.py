@@ -454,7 +454,9 @@ class BatchDetector(abc.ABC):
     def __call__(self, images, score_threshold=SCORE_THRESHOLD, max_detections=MAX_DETECTIONS,
                  batch_size=8):
         """:class:`Detections` of one image, or a list of them for a list (or tuple) of
-        images. An image is a path or an RGB uint8 array HxW, HxWx3 or HxWx4.
+        images. An image is a path or an RGB uint8 array HxW, HxWx3 or HxWx4; a JPEG file
+        much larger than the input is decoded reduced to the size the input needs (libjpeg's
+        DCT scaling, :func:`photo`), its boxes still in the whole photo's pixels.
 
         Keeps the ``max_detections`` best-scoring boxes scoring at least ``score_threshold``
         (defaults :data:`MAX_DETECTIONS` and :data:`SCORE_THRESHOLD`, as ``zoo detect``'s).
