@@ -10,17 +10,23 @@ from zoo.onnx.deployed import is_deployed, load_deployed_detector
 __all__ = ["open_detector"]
 
 
-def open_detector(checkpoint, epoch=None, *, data_threads=None, exif="apply"):
+def open_detector(checkpoint, epoch=None, *, data_threads=None, exif="apply", data_shape=None,
+                  max_size=None):
     """The detector of ``checkpoint``: an artifact prefix (``epoch`` None: its best
     validated epoch, else its newest) or a deployed ``.onnx`` or ``.xml`` file (of one
     epoch: an ``epoch`` given with it is an :class:`~zoo.errors.OptionsError`).
     ``data_threads``: the threads that decode and preprocess images, on every runtime;
-    ``exif`` as :class:`zoo.Detector` takes it."""
+    ``exif`` as :class:`zoo.Detector` takes it. ``data_shape`` and ``max_size``: the input
+    size to run at, a Faster R-CNN's short side and long-side limit (None: the size the
+    checkpoint records, its training size); one the model cannot take is an OptionsError
+    (:meth:`~zoo.inference.runner.BatchDetector.set_input_size`)."""
     if is_deployed(checkpoint):
         if epoch is not None:
             raise OptionsError("epoch %d: %s is a deployed file, of one epoch; give no epoch"
                                % (epoch, checkpoint))
-        return load_deployed_detector(checkpoint, exif=exif, data_threads=data_threads)
+        detector = load_deployed_detector(checkpoint, exif=exif, data_threads=data_threads)
+        return detector.set_input_size(data_shape, max_size)
     process.use_fast_settings()  # the detector loads MXNet: the zoo's settings, unless loaded
     from zoo.inference.detector import load_detector  # MXNet's: not for a deployed file
-    return load_detector(checkpoint, epoch, exif=exif, data_threads=data_threads)
+    return load_detector(checkpoint, epoch, exif=exif, data_threads=data_threads,
+                         data_shape=data_shape, max_size=max_size)

@@ -17,6 +17,7 @@ from zoo.onnx.deployed import is_deployed
 
 __all__ = ["BUSY_CORES", "BenchmarkOptions", "COMPARISONS", "CONFIGURATIONS",
            "CalibrationBenchmarkOptions", "DATA_COMPARISONS", "DTYPES", "DataBenchmarkOptions",
+           "DecodeBenchmarkOptions",
            "DetectorBenchmarkOptions", "GLUONCV_RECIPES", "MemoryBenchmarkOptions",
            "TrainBenchmarkOptions"]
 
@@ -107,6 +108,25 @@ class BenchmarkOptions:
             return None
         return DataSplit(self.dataset, self.data_root, split or self.split,
                          annotations=self.annotations, image_dir=self.image_dir)
+
+
+@dataclass(frozen=True)
+class DecodeBenchmarkOptions:
+    images: Tuple[str, ...] = ()         # JPEG files; none: num_images generated
+    num_images: int = 8                  # generated, every other one turned (EXIF 6)
+    image_size: Tuple[int, int] = (4000, 3000)  # generated: (width, height)
+    output_dir: str = os.path.join("output", "benchmark_decode")  # generated into
+    data_shape: int = 600                # decoded for a Faster R-CNN input: short side
+    max_size: int = 1000                 # and long-side limit
+    seed: int = 0
+
+    def __post_init__(self):
+        if min(self.num_images, self.data_shape, self.max_size, *self.image_size) < 1:
+            raise OptionsError("num_images, data_shape, max_size and image_size must be at "
+                               "least 1")
+        missing = [path for path in self.images if not os.path.isfile(path)]
+        if missing:
+            raise OptionsError("image %s: no such file" % missing[0])
 
 
 DATA_COMPARISONS = ("gluoncv",)

@@ -73,6 +73,9 @@ COMMANDS = {
     "benchmark-calibration": ("zoo_bench.cli.benchmark_calibration",
                               "seconds per image of int8 calibration, MXNet's collector beside "
                               "the zoo's"),
+    "benchmark-decode": ("zoo_bench.cli.benchmark_decode",
+                         "decode time and peak memory of large JPEGs, whole beside DCT-scaled "
+                         "to the network's size"),
     "launch": ("launch", "run a command on every worker of a parameter-server cluster"),
     "plot-log": ("plot_log", "plot a training CSV log's loss and mAP curves into a PNG"),
     "quickstart": ("quickstart", "the `make demo` job: shapes dataset, train, eval, plot, draw"),

@@ -211,13 +211,20 @@ def add_data_threads_flag(parser, default):
                              "to train; half of them, at most 4, beside inference)")
 
 
-def add_input_size_flags(parser, options, max_size=False, of_network=False):
+def add_input_size_flags(parser, options, max_size=False, of_network=False,
+                         of_checkpoint=False):
     """``--data-shape`` and, with ``max_size``, ``--max-size`` (a Faster R-CNN's): a model's
     input size, their defaults the fields of the same names of ``options``. ``of_network``:
-    they size the ``--network`` a command builds (a checkpoint brings its own)."""
+    they size the ``--network`` a command builds; ``of_checkpoint``: the size a
+    ``--checkpoint`` runs at (its own, its training size, by default)."""
+    owners = [text for text, given in (("the config's", not of_checkpoint or of_network),
+                                       ("the checkpoint's", of_checkpoint)) if given]
+
     def default(value):
-        return "the config's" if value is None else "%(default)s"
-    side = "input side of --network" if of_network else "input side"
+        return " or ".join(owners) if value is None else "%(default)s"
+    side = {(True, False): "input side of --network", (False, True): "input side to run at",
+            (True, True): "input side (--network: built at; --checkpoint: run at, recorded in "
+                          "the export)"}.get((of_network, of_checkpoint), "input side")
     parser.add_argument("--data-shape", type=positive_int, default=options.data_shape,
                         help="%s%s (default: %s)" % (
                             side, ", a Faster R-CNN's short side" if max_size else "",

@@ -27,8 +27,8 @@ import shlex
 from zoo.errors import Interrupted
 from zoo.jobs.detect import FORMATS, DetectOptions, Stopped, detect
 from zoo.cli.common import (add_batch_flag, add_checkpoint_flags, add_data_threads_flag,
-                            add_exif_flag, add_progress_flag, comma_list, fraction,
-                            options_from, positive_int)
+                            add_exif_flag, add_input_size_flags, add_progress_flag, comma_list,
+                            fraction, options_from, positive_int)
 
 __all__ = ["add_arguments", "continue_command", "detect_options", "more_positionals",
            "run"]
@@ -67,6 +67,7 @@ def add_arguments(p):
                    metavar="NAME,...",
                    help="keep only these classes (default: all)")
     add_batch_flag(p, DetectOptions.batch_size)
+    add_input_size_flags(p, DetectOptions, max_size=True, of_checkpoint=True)
     p.add_argument("--format", dest="image_format", choices=FORMATS,
                    default=DetectOptions.image_format,
                    help="format of the drawn pictures (default: each input's)")

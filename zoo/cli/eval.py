@@ -8,7 +8,7 @@ Examples:
 """
 from zoo.jobs.evaluate import EvalOptions, evaluate, format_table
 from zoo.cli.common import (add_batch_flag, add_checkpoint_flags, add_class_map_flag,
-                     add_dataset_flags, add_progress_flag, options_from)
+                     add_dataset_flags, add_input_size_flags, add_progress_flag, options_from)
 
 __all__ = ["add_arguments", "run"]
 
@@ -19,6 +19,7 @@ def add_arguments(p):
                          EvalOptions.epoch)
     add_dataset_flags(p, EvalOptions, {"--split": "split to score"}, named=True)
     add_batch_flag(p, EvalOptions.batch_size)
+    add_input_size_flags(p, EvalOptions, max_size=True, of_checkpoint=True)
     add_class_map_flag(p, EvalOptions.class_map)
     p.add_argument("--output", default=EvalOptions.output,
                    help="results JSON, replaced if it exists (default: "

@@ -32,7 +32,7 @@ def add_arguments(p):
     p.add_argument("--epoch", type=nonnegative_int, default=ExportOptions.epoch,
                    help="epoch of --checkpoint (default: the best validated one, else the "
                         "newest)")
-    add_input_size_flags(p, ExportOptions, of_network=True)
+    add_input_size_flags(p, ExportOptions, max_size=True, of_network=True, of_checkpoint=True)
     p.add_argument("--output", required=True, metavar="PREFIX",
                    help="the file to write, one prefix for every format: PREFIX-NNNN.json "
                         "and .params (mxnet), PREFIX.onnx (onnx), PREFIX.xml and PREFIX.bin "

@@ -21,10 +21,11 @@ from PIL import Image
 
 from zoo.data.records import check_image_size
 from zoo.data.images import (HEAD_BYTES, JPEG_FRAME_MARKERS, JPEG_START, JPEG_STANDALONE_MARKERS,
-                     check_image_file, decode_image, read_image_bytes)
+                     check_image_file, decode_image, decode_reduced, image_size,
+                     read_image_bytes)
 
 __all__ = ["EXIF_CHOICES", "FramePolicy", "check_exif_choice", "displayed_size",
-           "exif_orientation", "file_orientation", "orient", "read_in_frame"]
+           "exif_orientation", "file_orientation", "orient", "read_in_frame", "read_reduced"]
 
 EXIF_CHOICES = ("apply", "ignore")
 """``apply``: turn photos as their EXIF orientation says (what a viewer shows); ``ignore``:
@@ -141,6 +142,21 @@ def read_in_frame(path, exif="apply"):
     data = read_image_bytes(path)
     image = decode_image(data, path)
     return orient(image, exif_orientation(data) or 1) if exif == "apply" else image
+
+
+def read_reduced(path, exif, resized):
+    """``(image, factor, size)``: an image file read as :func:`read_in_frame` reads it, but
+    decoded at 1/``factor`` of its size where it is a JPEG large enough
+    (:func:`zoo.data.images.decode_reduced`), and ``size`` the ``(width, height)`` of the
+    whole photo in the same frame. ``resized(width, height)``: the ``(width, height)`` an
+    image of the displayed size is resized to, which the decoded one must still reach."""
+    data = read_image_bytes(path)
+    orientation = (exif_orientation(data) or 1) if exif == "apply" else 1
+    size = displayed_size(*image_size(data, path), orientation)
+    # Turning back from the displayed frame to the stored one is the same swap.
+    needed = displayed_size(*resized(*size), orientation)
+    image, factor = decode_reduced(data, path, needed)
+    return orient(image, orientation), factor, size
 
 
 def check_exif_choice(exif):

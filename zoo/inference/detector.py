@@ -38,11 +38,15 @@ class MXNetEngine:
         return handle.asnumpy()
 
 
-def load_detector(prefix, epoch=None, ctx=None, exif="apply", data_threads=None):
+def load_detector(prefix, epoch=None, ctx=None, exif="apply", data_threads=None,
+                  data_shape=None, max_size=None):
     """The :class:`Detector` of a saved artifact, fp32, int8 or bf16 (``epoch`` None: its best
     epoch, else its newest), on ``ctx`` (default CPU); ``exif`` and ``data_threads`` as
-    :class:`Detector` takes them. :func:`zoo.open_detector` opens a deployed file too."""
-    return Detector.from_artifact(load_artifact(prefix, epoch, ctx), ctx, exif, data_threads)
+    :class:`Detector` takes them; ``data_shape`` and ``max_size`` the input size to run at
+    (None: the artifact's, see :meth:`Detector.set_input_size`). :func:`zoo.open_detector`
+    opens a deployed file too."""
+    return Detector.from_artifact(load_artifact(prefix, epoch, ctx), ctx, exif,
+                                  data_threads).set_input_size(data_shape, max_size)
 
 
 class Detector(BatchDetector):

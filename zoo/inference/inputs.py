@@ -16,7 +16,7 @@ from typing import Optional
 import cv2
 
 from zoo.errors import DataError, OptionsError
-from zoo.inference.runner import rgb_image
+from zoo.inference.runner import ReducedImage, photo
 
 __all__ = ["ExpandedInputs", "IMAGE_EXTENSIONS", "REASONS", "VIDEO_EXTENSIONS", "Input",
            "InputImages", "Skipped", "expand_inputs"]
@@ -425,11 +425,17 @@ class InputImages:
     :attr:`errors` (index: message naming the file), or, if ``strict``, raises that
     DataError. With ``keep`` the decoded image is kept in :attr:`images` (index: RGB array)
     until :meth:`take` n, for drawing the detections without decoding the file again.
+
+    ``decode_for``: a preprocessing dict; a large JPEG file is then decoded reduced, at the
+    size it is resized to (:func:`zoo.inference.runner.photo`), and one kept to be
+    :meth:`take` n is decoded whole again there (crops are cut from the whole photo), so
+    give it where few images are taken: not for drawing every picture.
     """
 
-    def __init__(self, inputs, strict=False, keep=False, exif="apply"):
+    def __init__(self, inputs, strict=False, keep=False, exif="apply", decode_for=None):
         self.inputs = list(inputs)
         self.strict, self.keep, self.exif = strict, keep, exif
+        self.decode_for = decode_for
         self.errors, self.images = {}, {}
         self.videos = {path: (VideoReader(path), {i.video_frame for i in self.inputs
                                                   if i.path == path})
@@ -440,21 +446,23 @@ class InputImages:
 
     def load(self, index):
         try:
-            image = self.read(self.inputs[index])
+            image = self.read(self.inputs[index], self.decode_for)
         except DataError as err:
             if self.strict:
                 raise
             self.errors[index] = str(err)
             return None
-        if self.keep:
+        if self.keep and not isinstance(image, ReducedImage):
             self.images[index] = image
         return image
 
-    def read(self, item):
-        """The RGB pixels of one input; DataError naming the file if it cannot be read."""
+    def read(self, item, decode_for=None):
+        """The RGB pixels of one input (a :class:`~zoo.inference.runner.ReducedImage` of a
+        large JPEG file, given ``decode_for``); DataError naming the file if it cannot be
+        read."""
         if item.video_frame is None:
             try:
-                return rgb_image(item.path, exif=self.exif)
+                return photo(item.path, exif=self.exif, preprocessing=decode_for)
             except DataError as err:
                 # rgb_image names the index within a call; here the file is the name.
                 message = str(err).split(": ", 1)[-1]
@@ -466,6 +474,11 @@ class InputImages:
         except DataError as err:
             raise DataError("%s: %s" % (item.path, err)) from None
 
-    def take(self, index):
-        """The kept image of input ``index``, forgotten here."""
-        return self.images.pop(index)
+    def take(self, index, wanted=True):
+        """The kept image of input ``index``, forgotten here; one decoded reduced is read
+        again whole. Not ``wanted`` (a picture with nothing to crop): None, the kept image
+        forgotten all the same."""
+        image = self.images.pop(index, None)
+        if image is None and wanted:
+            return self.read(self.inputs[index])
+        return image if wanted else None

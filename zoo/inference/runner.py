@@ -30,16 +30,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from zoo.data.orientation import check_exif_choice, read_in_frame
+from zoo.data.orientation import check_exif_choice, read_in_frame, read_reduced
 from zoo.data.transforms import NO_LABEL, inference_transform, pad_batch
-from zoo.schema.preprocessing import canvas_size
+from zoo.schema.preprocessing import canvas_size, resized_size, scaled_size, with_input_size
 from zoo.errors import DataError
 from zoo.metrics.coco import corners_to_xywh, default_category_id
 from zoo.progress import NoBar, progress_bar
 
 __all__ = ["BatchDetector", "BatchRunner", "DatasetImages", "Detections", "ImageList",
-           "MAX_DETECTIONS", "MIN_BOX_PIXELS", "SCORE_THRESHOLD", "image_rows", "label_names",
-           "rgb_image", "write_coco_results"]
+           "MAX_DETECTIONS", "MIN_BOX_PIXELS", "ReducedImage", "SCORE_THRESHOLD", "image_rows",
+           "label_names", "photo", "rgb_image", "write_coco_results"]
 
 EXPECTED_IMAGE = ("a path or an RGB uint8 array of shape HxW (gray), HxWx3 or HxWx4 "
                   "(alpha dropped)")
@@ -117,11 +117,16 @@ def write_coco_results(path, results, category_ids=None):
     return path
 
 
-def image_rows(rows, size):
+def image_rows(rows, size, extent=None):
     """The rows of real boxes among one image's output ``rows`` (N, 6), the image ``(width,
     height)`` pixels: padding rows (class -1) dropped, corners clipped to the image, and
-    boxes narrower or lower than :data:`MIN_BOX_PIXELS` there dropped."""
+    boxes narrower or lower than :data:`MIN_BOX_PIXELS` there dropped. ``extent``: for an
+    image decoded reduced (:class:`ReducedImage`), ``(x, y)`` the part of the photo's width
+    and height its pixels stand for: the rows, normalised to those pixels, are brought to
+    the photo's."""
     rows = rows[rows[:, 0] >= 0]  # a copy: the engine's array is left as it was
+    if extent is not None:
+        rows[:, 2:6] *= np.asarray(extent * 2, np.float32)
     rows[:, 2:6] = np.clip(rows[:, 2:6], 0.0, 1.0)
     extent = (rows[:, 4:6] - rows[:, 2:4]) * np.asarray(size, np.float32)
     return rows[(extent >= MIN_BOX_PIXELS).all(axis=1)]
@@ -157,6 +162,39 @@ def rgb_image(image, index=0, exif="apply"):
     return np.ascontiguousarray(image[:, :, :3])
 
 
+@dataclass(frozen=True, eq=False)
+class ReducedImage:
+    """A photo decoded at 1/``factor`` of its size (libjpeg's DCT scaling,
+    :func:`zoo.data.images.decode_reduced`): ``pixels`` HxWx3 uint8 RGB, each one a whole
+    ``factor`` x ``factor`` block of the photo's, and ``size`` the photo's ``(width,
+    height)`` in the same frame. Its detections are in the photo's pixels."""
+    pixels: np.ndarray
+    factor: int
+    size: tuple
+
+    @property
+    def extent(self):
+        """``(x, y)``: the part of the photo's width and height the pixels stand for (a
+        last block cut short by the photo's edge makes it a little over 1)."""
+        return (self.pixels.shape[1] * self.factor / self.size[0],
+                self.pixels.shape[0] * self.factor / self.size[1])
+
+
+def photo(image, index=0, exif="apply", preprocessing=None):
+    """:func:`rgb_image` of ``image``, except that a file is decoded at the size
+    ``preprocessing`` (a dict of :mod:`zoo.schema.preprocessing`) resizes it to, where a
+    JPEG is large enough to be decoded reduced: then a :class:`ReducedImage`."""
+    if preprocessing is None or not isinstance(image, (str, os.PathLike)):
+        return rgb_image(image, index, exif)
+    try:
+        pixels, factor, size = read_reduced(
+            os.fspath(image), exif, lambda width, height: resized_size(preprocessing, width,
+                                                                       height))
+    except DataError as err:
+        raise DataError("image %d: %s" % (index, err)) from None
+    return pixels if factor == 1 else ReducedImage(pixels, factor, size)
+
+
 def preparing_threads():
     """Threads that decode and preprocess: half the cores (inference wants them all, and
     decoding an image costs a tenth of detecting on it), at most 4 (enough for any graph)."""
@@ -165,22 +203,26 @@ def preparing_threads():
 
 class ImageList:
     """Images given by a user: paths or RGB uint8 arrays (:func:`rgb_image`), files turned as
-    their EXIF orientation says unless ``exif`` is ``"ignore"``.
+    their EXIF orientation says unless ``exif`` is ``"ignore"``. ``decode_for``: a
+    preprocessing dict; a large JPEG file is then decoded reduced to the size it resizes to
+    (:func:`photo`).
 
-    A source of the runner has ``__len__`` and ``load(index)``, an HxWx3 uint8 RGB array,
-    or None for an image it skips (:class:`zoo.inference.inputs.InputImages` does, for
-    a file it cannot read); the runner then gives no rows for it."""
+    A source of the runner has ``__len__`` and ``load(index)``, an HxWx3 uint8 RGB array
+    (or a :class:`ReducedImage`), or None for an image it skips
+    (:class:`zoo.inference.inputs.InputImages` does, for a file it cannot read); the runner
+    then gives no rows for it."""
 
-    def __init__(self, images, exif="apply"):
+    def __init__(self, images, exif="apply", decode_for=None):
         self.images = list(images)
         self.exif = check_exif_choice(exif)
+        self.decode_for = decode_for
 
     def __len__(self):
         return len(self.images)
 
     def load(self, index):
-        """Image ``index`` as an HxWx3 uint8 RGB array."""
-        return rgb_image(self.images[index], index, self.exif)
+        """Image ``index`` as an HxWx3 uint8 RGB array or a :class:`ReducedImage`."""
+        return photo(self.images[index], index, self.exif, self.decode_for)
 
 
 class DatasetImages:
@@ -206,11 +248,13 @@ class DatasetImages:
 class InputBatch:
     """A batch of one input shape: ``data`` (B, 3, H, W) float32 and ``im_info`` (B, 3)
     rows ``[height, width, scale]`` (None for stretched images) of the images ``indices``
-    (positions in their source), whose ``(width, height)`` are ``sizes``."""
+    (positions in their source), whose ``(width, height)`` are ``sizes``; ``extents``,
+    each image's :attr:`ReducedImage.extent` (None: decoded whole)."""
     indices: tuple
     data: np.ndarray
     im_info: object
     sizes: tuple
+    extents: tuple = None
 
 
 class BatchRunner:
@@ -239,11 +283,11 @@ class BatchRunner:
         waiting = 0
         for index, prepared in self._prepared(source, batch_size):
             if prepared is None:  # a source that skips an image it cannot read
-                yield InputBatch((index,), None, None, (None,))
+                yield InputBatch((index,), None, None, (None,), (None,))
                 continue
-            sample, size = prepared
+            sample, size, extent = prepared
             key = self._shape(sample)
-            groups.setdefault(key, []).append((index, sample, size))
+            groups.setdefault(key, []).append((index, sample, size, extent))
             waiting += 1
             if len(groups[key]) == batch_size:
                 waiting -= batch_size
@@ -264,8 +308,10 @@ class BatchRunner:
         done, next_index = {}, 0
         bar = _progress_bar(progress, len(source))
         for batch, rows in self._run(self.batches(source, batch_size)):
-            done.update((index, (found if found is None else image_rows(found, size), size))
-                        for index, found, size in zip(batch.indices, rows, batch.sizes))
+            done.update((index, (found if found is None else image_rows(found, size, extent),
+                                 size))
+                        for index, found, size, extent in zip(batch.indices, rows, batch.sizes,
+                                                              batch.extents))
             bar.update(len(batch.indices))
             while next_index in done:
                 yield (next_index,) + done.pop(next_index)
@@ -298,10 +344,10 @@ class BatchRunner:
         """The batch of ``items``. Stretched images, all of one shape, fill ``slots`` (the
         last batch padded reuses the executor of the others); a canvas group runs at its
         own size, since padding it would cost as much as filling it."""
-        indices, samples, sizes = zip(*items)
+        indices, samples, sizes, extents = zip(*items)
         slots = slots if self.transform.size_divisor is None else None
         data, im_info = pad_batch(samples, self.transform.size_divisor, slots)
-        return InputBatch(indices, data, im_info, sizes)
+        return InputBatch(indices, data, im_info, sizes, extents)
 
     def _prepared(self, source, batch_size):
         """``(index, ((transform output), (width, height)))`` for every image, in order,
@@ -337,12 +383,22 @@ class BatchRunner:
                 for index, future in jobs]
 
     def prepare(self, source, index):
-        """Decode and preprocess one image: ``(transform output, (width, height))``, or None
-        where the source skips the image (its ``load`` returned None)."""
+        """Decode and preprocess one image: ``(transform output, (width, height), extent)``
+        (extent: a :class:`ReducedImage`'s, else None), or None where the source skips the
+        image (its ``load`` returned None)."""
         image = source.load(index)
         if image is None:
             return None
-        return self.transform(image, NO_LABEL), (image.shape[1], image.shape[0])
+        if not isinstance(image, ReducedImage):
+            return self.transform(image, NO_LABEL), (image.shape[1], image.shape[0]), None
+        sample = self.transform(image.pixels, NO_LABEL)
+        if self.transform.size_divisor is not None:
+            # im_info's scale is the photo's: the RPN's least box (min_size times the
+            # scale) is in the photo's pixels, not the reduced ones.
+            width, height = image.size
+            sample = sample[:2] + (scaled_size(height, width, self.transform.data_shape,
+                                               self.transform.max_size)[2],)
+        return sample, image.size, image.extent
 
 
 def _progress_bar(description, total):
@@ -374,8 +430,21 @@ class BatchDetector(abc.ABC):
         self.class_names = list(class_names)
         self.category_ids = None if category_ids is None else list(category_ids)
         self.precision = dict(precision or {"dtype": "fp32"})
+        self.preprocessing = preprocessing
         self.runner = BatchRunner(preprocessing, self.engine(), data_threads)
         self.transform = self.runner.transform
+
+    def set_input_size(self, data_shape=None, max_size=None):
+        """Run at another input size from now on: ``data_shape`` the short side and
+        ``max_size`` the long-side limit (None: the checkpoint's own); a size the model
+        cannot take is an :class:`~zoo.errors.OptionsError`
+        (:func:`zoo.schema.preprocessing.with_input_size`). Returns the detector."""
+        preprocessing = with_input_size(self.preprocessing, data_shape, max_size)
+        if preprocessing is not self.preprocessing:
+            self.preprocessing = preprocessing
+            self.runner = BatchRunner(preprocessing, self.engine(), self.runner.workers)
+            self.transform = self.runner.transform
+        return self
 
     @abc.abstractmethod
     def engine(self):
@@ -385,7 +454,9 @@ class BatchDetector(abc.ABC):
     def __call__(self, images, score_threshold=SCORE_THRESHOLD, max_detections=MAX_DETECTIONS,
                  batch_size=8):
         """:class:`Detections` of one image, or a list of them for a list (or tuple) of
-        images. An image is a path or an RGB uint8 array HxW, HxWx3 or HxWx4.
+        images. An image is a path or an RGB uint8 array HxW, HxWx3 or HxWx4; a JPEG file
+        much larger than the input is decoded reduced to the size the input needs (libjpeg's
+        DCT scaling, :func:`photo`), its boxes still in the whole photo's pixels.
 
         Keeps the ``max_detections`` best-scoring boxes scoring at least ``score_threshold``
         (defaults :data:`MAX_DETECTIONS` and :data:`SCORE_THRESHOLD`, as ``zoo detect``'s).
@@ -395,7 +466,7 @@ class BatchDetector(abc.ABC):
             raise ValueError("need batch_size >= 1 and max_detections >= 0, got %r and %r"
                              % (batch_size, max_detections))
         single = not isinstance(images, (list, tuple))
-        source = ImageList([images] if single else images, self.exif)
+        source = ImageList([images] if single else images, self.exif, self.preprocessing)
         results = [self.detections(rows, size, score_threshold, max_detections)
                    for _, rows, size in self.runner.outputs(source, batch_size)]
         return results[0] if single else results

@@ -98,6 +98,8 @@ class DetectOptions:
     exist_ok: bool = False                   # write into an output that holds files already
     resume: bool = False                     # continue the run recorded in output
     progress: bool = True
+    data_shape: Optional[int] = None         # the input size run at (a Faster R-CNN's short
+    max_size: Optional[int] = None           # side and long-side limit); None: checkpoint's
 
     def __post_init__(self):
         if not (self.inputs or self.lists):
@@ -361,7 +363,10 @@ def run_settings(options, detector):
             "max_detections": options.max_detections, "classes": list(options.classes),
             "every": options.every, "exif": options.exif,
             "image_format": options.image_format, "pictures": options.pictures,
-            "crops": options.crops, "txt": options.txt}
+            "crops": options.crops, "txt": options.txt,
+            # only where chosen: a run at the checkpoint's size continues one from before
+            **({"data_shape": detector.preprocessing["data_shape"]}
+               if options.data_shape or options.max_size else {})}
 
 
 def earlier_records(path):
@@ -459,7 +464,8 @@ def detect(options, detector=None):
     with stop_signals(stopped_before_detecting):
         detector = detector or open_detector(options.checkpoint, options.epoch,
                                              data_threads=options.data_threads,
-                                             exif=options.exif)
+                                             exif=options.exif, data_shape=options.data_shape,
+                                             max_size=options.max_size)
         labels = class_filter(detector.class_names, options.classes)
         expanded = gather_inputs(options)
         with runlock.hold(os.path.join(options.output, LOCK_FILE),
@@ -565,8 +571,11 @@ class DetectRun:
         written however this ends. The progress bar counts the pictures recorded (and the
         files skipped), from those the run had recorded before."""
         options, detector = self.options, self.detector
+        # Drawn pictures need every photo whole; crops only those with detections: the
+        # others are decoded at the size the network takes (DCT scaling of large JPEGs).
         source = InputImages(self.inputs, options.strict,
-                             keep=options.pictures or options.crops, exif=detector.exif)
+                             keep=options.pictures or options.crops, exif=detector.exif,
+                             decode_for=None if options.pictures else detector.preprocessing)
         writer = Writer(options.output, detector.class_names, options.pictures, options.crops,
                         options.txt, self.record)
         names = output_names(self.inputs, taken={name for entry in self.entries
@@ -600,7 +609,8 @@ class DetectRun:
         options, item = self.options, self.inputs[index]
         found = self.detector.detections(kept(rows, self.labels), size, options.threshold,
                                          options.max_detections)
-        image = source.take(index) if source.keep else None
+        image = (source.take(index, wanted=options.pictures or len(found) > 0)
+                 if source.keep else None)
         files = writer.files(name, picture_extension(item, options.image_format), found)
         writer.submit(files, image, found, describe(item, size, found, files))
 

@@ -30,6 +30,8 @@ class EvalOptions:
     output: Optional[str] = None         # results JSON; None: default_output's, never one of
                                          # another scoring
     progress: bool = True
+    data_shape: Optional[int] = None     # the input size run at (a Faster R-CNN's short side
+    max_size: Optional[int] = None       # and long-side limit); None: the checkpoint's
     # None: the dataset's classes are the artifact's; else pairs (dataset class, artifact
     # class) matching a dataset of some (or renamed) classes, see jobs.datasets.class_lookup
     class_map: Optional[Tuple[Tuple[str, str], ...]] = None
@@ -51,7 +53,8 @@ def evaluate(options):
     """Detect on every image of the split with :func:`zoo.open_detector` of the checkpoint,
     score, and write the results JSON (and the COCO detections beside it)."""
     detector = open_detector(options.checkpoint, options.epoch,
-                             data_threads=options.data_threads)
+                             data_threads=options.data_threads, data_shape=options.data_shape,
+                             max_size=options.max_size)
     split = DataSplit(options.dataset, options.data_root, options.split, options.skip_bad,
                       options.data_threads, options.annotations, options.image_dir)
     dataset, lookup = open_for_artifact(split, detector.class_names,
@@ -60,6 +63,8 @@ def evaluate(options):
     scoring = {"checkpoint": options.checkpoint, "epoch": detector.epoch, "data": str(split),
                "data_files": split.files(),
                "class_map": None if options.class_map is None else dict(options.class_map)}
+    if options.data_shape or options.max_size:  # a scoring at the checkpoint's size has none
+        scoring["data_shape"] = detector.preprocessing["data_shape"]
     output = options.output or default_output(options, detector.epoch)
     if not options.output:
         check_replaceable(output, scoring)
@@ -93,10 +98,10 @@ def default_output(options, epoch):
     return "%s-eval-%s.json" % (base, what)
 
 
-SAME_SCORING = ("epoch", "data_files", "class_map")
+SAME_SCORING = ("epoch", "data_files", "class_map", "data_shape")
 """What makes a results file the score this evaluation makes again (its default name
 already names the checkpoint): the epoch, the data read (by real paths, whatever folder
-the command ran in) and the class map."""
+the command ran in), the class map and the input size where one was chosen."""
 
 
 def check_replaceable(output, scoring):
@@ -110,7 +115,7 @@ def check_replaceable(output, scoring):
             earlier = json.load(stream)
     except (OSError, ValueError):
         earlier = None
-    if isinstance(earlier, dict) and all(earlier.get(k) == scoring[k] for k in SAME_SCORING):
+    if isinstance(earlier, dict) and all(earlier.get(k) == scoring.get(k) for k in SAME_SCORING):
         return
     held = ("the score of %s%s on %s" % (
         earlier.get("checkpoint"), "" if earlier.get("epoch") is None

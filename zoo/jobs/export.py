@@ -27,7 +27,9 @@ class ExportOptions:
     checkpoint: Optional[str] = None     # an artifact prefix, or
     network: Optional[str] = None        # a registered model name or YAML config path
     epoch: Optional[int] = None          # of checkpoint; None: best, else newest
-    data_shape: Optional[int] = None     # of network; None: the config's
+    data_shape: Optional[int] = None     # input size (a Faster R-CNN's short side) a network
+    max_size: Optional[int] = None       # is built at, a checkpoint runs at (recorded in the
+                                         # export); None: the config's, the checkpoint's
     fused: bool = True                   # mxnet: MKL-DNN fused graph; False: portable graph
     format: str = "mxnet"                # one of FORMATS
     graph_preprocessing: str = "none"    # onnx: "normalize" takes RGB pixels (zoo.onnx.export)
@@ -149,18 +151,32 @@ def _export(options):
     # An int8 or bf16 graph is deployed as it is; an fp32 one is rebuilt fused or portable.
     symbol = source.symbol if derived else (None if options.fused else source.model.symbol())
     meta_path = artifact.save(options.output, source.epoch, source.model, source.arg_params,
-                              source.aux_params, symbol=symbol, precision=source.precision)
+                              source.aux_params, symbol=symbol, precision=source.precision,
+                              preprocessing=source.preprocessing if sized(options) else None)
     return ExportResult(options.output, source.epoch, meta_path)
 
 
 def _source(options):
-    """The loaded artifact, or a :class:`_Fresh` model with initialised parameters."""
+    """The loaded artifact (its preprocessing at the input size chosen, which every format
+    records, a size the model cannot take refused), or a :class:`_Fresh` model with
+    initialised parameters, built at the size chosen."""
     from zoo import artifact
     from zoo.model import build_model
+    from zoo.schema.preprocessing import with_input_size
     if options.checkpoint is not None:
-        return artifact.load(options.checkpoint, options.epoch)
-    overrides = {"data_shape": options.data_shape} if options.data_shape else {}
+        loaded = artifact.load(options.checkpoint, options.epoch)
+        if not sized(options):
+            return loaded
+        return dataclasses.replace(loaded, meta=dict(loaded.meta, preprocessing=with_input_size(
+            loaded.preprocessing, options.data_shape, options.max_size)))
+    overrides = {name: getattr(options, name) for name in ("data_shape", "max_size")
+                 if getattr(options, name)}
     return _Fresh(build_model(network_config(options.network), **overrides))
+
+
+def sized(options):
+    """Whether the options choose an input size."""
+    return bool(options.data_shape or options.max_size)
 
 
 @dataclass(frozen=True)

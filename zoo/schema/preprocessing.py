@@ -16,9 +16,11 @@ import math
 
 import numpy as np
 
+from zoo.errors import OptionsError
+
 __all__ = ["INTERPOLATIONS", "MEAN_PIXELS", "STD_PIXELS", "WARP", "canvas_im_info", "canvas_size",
-           "input_size", "interpolation_of", "resampling", "scaled_size", "short_side",
-           "statistics", "stretch"]
+           "input_size", "interpolation_of", "resampling", "resized_size", "scaled_size",
+           "short_side", "statistics", "stretch", "with_input_size"]
 
 MEAN_PIXELS = (123.68, 116.779, 103.939)
 STD_PIXELS = (58.393, 57.12, 57.375)
@@ -81,6 +83,62 @@ def input_size(preprocessing):
         return "short side %d" % preprocessing["short_side"]
     height, width = preprocessing["data_shape"]
     return "%dx%d" % (width, height)
+
+
+def with_input_size(preprocessing, data_shape=None, max_size=None):
+    """``preprocessing`` (a model's or an artifact's dict) running at another input size:
+    ``data_shape`` the short side and ``max_size`` the long-side limit of a model that keeps
+    the aspect ratio (None: the dict's own). A size the model cannot take is an
+    :class:`~zoo.errors.OptionsError` in one line:
+
+    - a stretched (SSD) model runs only at its own square side: its anchors' steps and the
+      feature-map sizes its graph (and an ONNX or OpenVINO export of it) was built for
+      follow from that side, so another side would misplace every anchor;
+    - a short side over the long-side limit (training refuses the same config), or under
+      ``size_divisor`` (the coarsest stride: the deepest feature map would have no whole
+      cell of image)."""
+    if data_shape is None and max_size is None:
+        return preprocessing
+    if preprocessing.get("resize") != "short_side":
+        side = preprocessing["data_shape"][0]
+        if max_size is not None:
+            raise OptionsError("max_size %d: this model stretches images to its square input "
+                               "%dx%d and has no long-side limit; leave max_size out"
+                               % (max_size, side, side))
+        if data_shape != side:
+            raise OptionsError("data_shape %d: this model (SSD) runs only at the square input "
+                               "it was built for, %d (its anchors are laid out for that size); "
+                               "give %d or leave data_shape out, or build one at %d with "
+                               "zoo export --network NAME --data-shape %d"
+                               % (data_shape, side, side, data_shape, data_shape))
+        return preprocessing
+    short = preprocessing["short_side"] if data_shape is None else int(data_shape)
+    longest = preprocessing["max_size"] if max_size is None else int(max_size)
+    if longest < short:
+        raise OptionsError("data_shape %d%s is over max_size %d%s, the long-side limit: give "
+                           "max_size %d or more, or a smaller data_shape" % (
+                               short, " (the checkpoint's)" if data_shape is None else "",
+                               longest, " (the checkpoint's)" if max_size is None else "",
+                               short))
+    divisor = preprocessing["size_divisor"]
+    if short < divisor:
+        raise OptionsError("data_shape %d: under %d, this model's coarsest stride (its deepest "
+                           "feature map would hold no whole cell); give %d or more"
+                           % (short, divisor, divisor))
+    return dict(preprocessing, data_shape=[short, longest], short_side=short,
+                max_size=longest)
+
+
+def resized_size(preprocessing, width, height):
+    """``(width, height)`` a ``width`` x ``height`` image is resized to before it is
+    normalised, as :func:`zoo.data.transforms.inference_transform` of ``preprocessing``
+    resizes it: what decoding a photo at a reduced scale must still reach."""
+    if preprocessing.get("resize") == "short_side":
+        new_height, new_width, _ = scaled_size(height, width, preprocessing["short_side"],
+                                               preprocessing["max_size"])
+        return new_width, new_height
+    height, width = preprocessing["data_shape"]
+    return width, height
 
 
 def scaled_size(height, width, short_side, max_size):
