@@ -25,7 +25,8 @@ from zoo.data.records import data_error
 from zoo.process import variable
 
 __all__ = ["DCT_FACTORS", "HEAD_BYTES", "JPEG_FRAME_MARKERS", "JPEG_STANDALONE_MARKERS",
-           "check_image_file", "dct_factor", "decode_image", "decode_reduced", "header", "image_size", "read_image", "read_image_bytes", "unreadable"]
+           "check_image_file", "dct_factor", "decode_image", "decode_reduced", "header",
+           "image_size", "read_image", "read_image_bytes", "unreadable"]
 
 JPEG_START, JPEG_END = b"\xff\xd8", b"\xff\xd9"
 PNG_START, PNG_END = b"\x89PNG\r\n\x1a\n", b"IEND\xaeB`\x82"
