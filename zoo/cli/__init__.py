@@ -73,6 +73,9 @@ COMMANDS = {
     "benchmark-calibration": ("zoo_bench.cli.benchmark_calibration",
                               "seconds per image of int8 calibration, MXNet's collector beside "
                               "the zoo's"),
+    "benchmark-tiles": ("zoo_bench.cli.benchmark_tiles",
+                        "COCO AP of a shapes detector on generated large photos of small "
+                        "shapes, whole and in tiles"),
     "launch": ("launch", "run a command on every worker of a parameter-server cluster"),
     "plot-log": ("plot_log", "plot a training CSV log's loss and mAP curves into a PNG"),
     "quickstart": ("quickstart", "the `make demo` job: shapes dataset, train, eval, plot, draw"),
