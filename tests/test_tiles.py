@@ -8,13 +8,12 @@ a network misses objects shrunk to a few pixels."""
 import json
 import math
 import os
-import subprocess
-import sys
 
 import cv2
 import numpy as np
 import pytest
 
+from zoo.cli import main
 from zoo.errors import OptionsError
 from zoo.inference.runner import BatchDetector
 from zoo.inference.tiles import (DEFAULT_OVERLAP, MIN_TILE, Tiling, merge, photo_rows,
@@ -216,34 +215,41 @@ def test_zoo_detect_job_runs_tiles_and_records_them(tmp_path):
     assert results["settings"]["tile_overlap"] == DEFAULT_OVERLAP
 
 
-def zoo_detect(*args):
-    return subprocess.run([sys.executable, "-m", "zoo", "detect"] + list(args),
-                          capture_output=True, text=True)
+def zoo_detect(capsys, *argv):
+    """``zoo detect ARGV``: (exit status, stderr); a usage error's status too."""
+    try:
+        status = main(["detect", *argv])
+    except SystemExit as exit_:
+        status = exit_.code
+    return status, capsys.readouterr().err
 
 
-def test_zoo_detect_tiles_on_an_artifact(tmp_path, detect_prefix):
+def test_zoo_detect_tiles_on_an_artifact(tmp_path, detect_prefix, capsys):
     cv2.imwrite(str(tmp_path / "photo.jpg"), photo_with(SMALL, 400, 300))
     output = str(tmp_path / "out")
-    done = zoo_detect("--checkpoint", detect_prefix, str(tmp_path / "photo.jpg"), "--output",
-                      output, "--tiles", "128", "--tile-overlap", "0.25",
-                      "--threshold", "0.3")
-    assert done.returncode == 0, done.stderr
+    status, err = zoo_detect(capsys, "--checkpoint", detect_prefix, str(tmp_path / "photo.jpg"),
+                             "--output", output, "--tiles", "128", "--tile-overlap", "0.25",
+                             "--threshold", "0.3", "--no-progress")
+    assert status == 0, err
     with open(os.path.join(output, "results.json")) as stream:
         results = json.load(stream)
     assert (results["settings"]["tiles"], results["settings"]["tile_overlap"]) == (128, 0.25)
     boxes = [row["box"] for row in results["images"][0]["detections"]]
-    assert all(0 <= x1 < x2 <= 400 and 0 <= y1 < y2 <= 300 for x1, y1, x2, y2 in boxes)
+    assert boxes and all(0 <= x1 < x2 <= 400 and 0 <= y1 < y2 <= 300
+                         for x1, y1, x2, y2 in boxes)
     # Continuing it with other tiles is refused: its records would mean other things.
-    refused = zoo_detect("--checkpoint", detect_prefix, str(tmp_path / "photo.jpg"),
-                         "--output", output, "--tiles", "256", "--resume")
-    assert refused.returncode != 0 and "tiles" in refused.stderr
+    status, err = zoo_detect(capsys, "--checkpoint", detect_prefix, str(tmp_path / "photo.jpg"),
+                             "--output", output, "--tiles", "256", "--tile-overlap", "0.25",
+                             "--threshold", "0.3", "--resume")
+    assert status == 1 and "tiles 128, this one 256" in err
 
 
 @pytest.mark.parametrize("flags,words", [(["--tiles", "32"], "at least %d" % MIN_TILE),
                                          (["--tiles", "800", "--tile-overlap", "1"],
-                                          "--tile-overlap"),
+                                          "argument --tile-overlap"),
                                          (["--tile-overlap", "0.3"], "needs a tile size")])
-def test_zoo_detect_refuses_a_bad_tile_setting_in_one_line(tmp_path, flags, words):
-    done = zoo_detect("--checkpoint", str(tmp_path / "none"), "a.jpg", *flags)
-    assert done.returncode != 0
-    assert words in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
+def test_zoo_detect_refuses_a_bad_tile_setting_in_one_line(tmp_path, capsys, flags, words):
+    status, err = zoo_detect(capsys, "--checkpoint", str(tmp_path / "none"), "a.jpg", *flags)
+    assert status in (1, 2)  # a user error, a usage error
+    assert err.startswith("zoo detect: error: ") and err.count("\n") == 1
+    assert words in err
