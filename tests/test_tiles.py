@@ -97,7 +97,7 @@ def test_the_windows_are_the_whole_photo_then_tiles_of_one_shape():
 def test_boxes_map_back_to_the_photo_exactly_and_once():
     # Small squares (the full pass misses them): one inside a tile, one in the overlap of
     # two tiles (found whole by both), one across a seam (cut in one tile, whole in the next).
-    squares = [(100, 100, 130, 130), (420, 200, 450, 230), (480, 600, 515, 640)]
+    squares = [(100, 100, 130, 130), (420, 200, 450, 230), (490, 600, 530, 640)]
     runner = ExactRunner()
     rows = photo_rows(runner, photo_with(squares), Tiling(500, 0.2), batch_size=4)
     assert red_boxes(photo_with(squares), MARKER_MIN).shape[0] == 0  # the full pass alone
@@ -108,7 +108,7 @@ def test_boxes_map_back_to_the_photo_exactly_and_once():
 
 
 def test_a_cut_piece_is_dropped_where_the_neighbour_holds_the_whole_object():
-    photo = photo_with([(480, 600, 515, 640)])
+    photo = photo_with([(490, 600, 530, 640)])
     runner = ExactRunner()
     pieces = []
     for index, rows, _ in runner.outputs(_source(photo, Tiling(500, 0.2)), 1):
