@@ -19,7 +19,7 @@ __all__ = ["BUSY_CORES", "BenchmarkOptions", "COMPARISONS", "CONFIGURATIONS",
            "CalibrationBenchmarkOptions", "DATA_COMPARISONS", "DTYPES", "DataBenchmarkOptions",
            "DecodeBenchmarkOptions",
            "DetectorBenchmarkOptions", "GLUONCV_RECIPES", "MemoryBenchmarkOptions",
-           "TrainBenchmarkOptions"]
+           "TilesBenchmarkOptions", "TrainBenchmarkOptions"]
 
 DTYPES = ("fp32", "int8", "bf16")
 COMPARISONS = ("gluoncv", "onnxruntime", "openvino", "all")
@@ -345,3 +345,32 @@ class TrainBenchmarkOptions:
         from zoo.engine.precision import resolve_dtype
         resolved = [resolve_dtype(dtype)[0] for dtype in self.dtypes]
         return tuple(dict.fromkeys(resolved))
+
+
+@dataclass(frozen=True)
+class TilesBenchmarkOptions:
+    """What ``zoo benchmark-tiles`` scores (:mod:`zoo_bench.tiles`): a trained shapes
+    ``checkpoint`` (artifact prefix, ``.onnx`` or ``.xml``) on ``num_images`` generated
+    photos of ``width`` x ``height`` with small shapes (``object_sides``: the least and most
+    side of a shape, as a share of the photo's longer side), whole and in tiles of each of
+    ``tiles`` pixels overlapping ``tile_overlap`` (None: the tiles' default)."""
+    checkpoint: str = os.path.join("output", "train", "ssd_mobilenetv2_stride8")
+    work_dir: str = os.path.join("output", "benchmark_tiles")
+    num_images: int = 12
+    width: int = 4000
+    height: int = 3000
+    object_sides: Tuple[float, float] = (0.01, 0.05)
+    objects: int = 30                    # shapes asked per photo (fewer where none fits)
+    tiles: Tuple[int, ...] = (800, 400)
+    tile_overlap: Optional[float] = None
+    batch_size: int = 8
+    seed: int = 0
+
+    def __post_init__(self):
+        if min(self.num_images, self.width, self.height, self.objects, self.batch_size) < 1:
+            raise OptionsError("num_images, width, height, objects and batch_size must be at "
+                               "least 1")
+        low, high = self.object_sides
+        if not 0.0 < low <= high < 1.0:
+            raise OptionsError("object_sides must be two shares of the photo's side, 0 < "
+                               "least <= most < 1, got %s" % (self.object_sides,))

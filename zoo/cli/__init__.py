@@ -76,6 +76,9 @@ COMMANDS = {
     "benchmark-decode": ("zoo_bench.cli.benchmark_decode",
                          "decode time and peak memory of large JPEGs, whole beside DCT-scaled "
                          "to the network's size"),
+    "benchmark-tiles": ("zoo_bench.cli.benchmark_tiles",
+                        "COCO AP of a shapes detector on generated large photos of small "
+                        "shapes, whole and in tiles"),
     "launch": ("launch", "run a command on every worker of a parameter-server cluster"),
     "plot-log": ("plot_log", "plot a training CSV log's loss and mAP curves into a PNG"),
     "quickstart": ("quickstart", "the `make demo` job: shapes dataset, train, eval, plot, draw"),

@@ -20,15 +20,17 @@ Examples:
     zoo detect --checkpoint output/int8/ssd --list todo.txt clip.mp4 --every 10 --txt
     zoo detect --checkpoint model.xml photos/ --output output/detect --exist-ok
     zoo detect --checkpoint model.xml photos/ --output output/detect --resume
+    zoo detect --checkpoint model.onnx big_photos/ --tiles 800 --tile-overlap 0.2
 """
 import argparse
 import shlex
 
 from zoo.errors import Interrupted
 from zoo.jobs.detect import FORMATS, DetectOptions, Stopped, detect
+from zoo.inference.tiles import DEFAULT_OVERLAP, MIN_TILE
 from zoo.cli.common import (add_batch_flag, add_checkpoint_flags, add_data_threads_flag,
                             add_exif_flag, add_input_size_flags, add_progress_flag, comma_list,
-                            fraction, options_from, positive_int)
+                            float_in, fraction, options_from, positive_int)
 
 __all__ = ["add_arguments", "continue_command", "detect_options", "more_positionals",
            "run"]
@@ -63,6 +65,15 @@ def add_arguments(p):
                    help="lowest score kept")
     p.add_argument("--max-detections", type=positive_int, default=DetectOptions.max_detections,
                    help="the best-scoring detections kept per picture")
+    p.add_argument("--tiles", type=positive_int, default=DetectOptions.tiles, metavar="SIZE",
+                   help="also detect in overlapping square tiles of SIZE pixels of the photo, "
+                        "each resized to the network's input, for objects too small for the "
+                        "whole photo's pass (which is kept); boxes are merged (e.g. 800; at "
+                        "least %d)" % MIN_TILE)
+    p.add_argument("--tile-overlap", type=float_in(0.0, 1.0, high_open=True),
+                   default=DetectOptions.tile_overlap, metavar="SHARE",
+                   help="share of a tile's side its neighbours overlap (default %g)"
+                        % DEFAULT_OVERLAP)
     p.add_argument("--classes", type=comma_list(str), default=DetectOptions.classes,
                    metavar="NAME,...",
                    help="keep only these classes (default: all)")

@@ -27,8 +27,8 @@ from zoo.data.records import data_error
 from zoo.data.voc import CLASS_FILE, annotation_xml
 
 __all__ = ["CLASSES", "MAX_COVERED", "MAX_OBJECTS", "background", "covered_fraction",
-           "default_root", "draw_image", "draw_shape", "generate", "photos", "pixel_box", "render",
-           "shrink", "write_image_set"]
+           "default_root", "draw_image", "draw_shape", "generate", "photos", "pixel_box",
+           "place_shape", "render", "shrink", "write_image_set"]
 
 CLASSES = ("circle", "square", "triangle", "star")
 MANIFEST = "manifest.json"
@@ -176,19 +176,22 @@ def background(rng, size):
     return np.ascontiguousarray(crop[:, ::-1]) if rng.uniform() < 0.5 else crop
 
 
-def place_shape(rng, size, taken):
+def place_shape(rng, size, taken, extent_range=EXTENT_RANGE, frame=None):
     """A shape of random class, size and position overlapping ``taken`` boxes only a little;
     None if no place is found. Its box, in drawing coordinates, includes the outline's width
-    and is what placement compares (the annotation is the drawn extent, :func:`pixel_box`)."""
+    and is what placement compares (the annotation is the drawn extent, :func:`pixel_box`).
+    The shape's larger side is ``extent_range`` of ``size``; it lies inside ``frame``
+    (``(width, height)``; default ``size`` square)."""
+    frame = size if frame is None else np.asarray(frame)
     for _ in range(PLACEMENT_TRIES):
         class_id = rng.randint(len(CLASSES))
-        extent = rng.uniform(*EXTENT_RANGE) * size
+        extent = rng.uniform(*extent_range) * size
         outline = max(2, int(round(extent / 25)))
         points = unit_shape(CLASSES[class_id], rng.uniform(0, 2 * np.pi))
         points = points * (extent - outline) / np.ptp(points, axis=0).max()
         low = points.min(axis=0) - outline / 2
         span = points.max(axis=0) + outline / 2 - low
-        corner = rng.uniform(0, 1, size=2) * (size - span)
+        corner = rng.uniform(0, 1, size=2) * (frame - span)
         points = points - low + corner
         box = (corner[0], corner[1], corner[0] + span[0], corner[1] + span[1])
         if all(covered_fraction(box, other) <= MAX_COVERED for other in taken):

@@ -14,13 +14,14 @@ import numpy as np
 
 from zoo.data.conventions import pixel_offset
 from zoo.inference.runner import DatasetImages
+from zoo.inference.tiles import detector_outputs
 from zoo.metrics import COCO_STAT_NAMES, VOCMeanAP, coco_detections, coco_ground_truth
 from zoo.metrics.coco import category_ap, coco_evaluator
 
 __all__ = ["coco_report", "dataset_rows", "in_pixels", "voc_scores"]
 
 
-def dataset_rows(detector, dataset, batch_size=8, progress=True):
+def dataset_rows(detector, dataset, batch_size=8, progress=True, tiles=None):
     """Detections for every image of ``dataset``, in order, by any detector
     (:class:`zoo.Detector`, a deployed ONNX or OpenVINO one): a list of ``(N, 6)`` arrays of
     rows ``[class, score, x1, y1, x2, y2]`` normalised to the image, real boxes only (padding
@@ -28,9 +29,10 @@ def dataset_rows(detector, dataset, batch_size=8, progress=True):
     :func:`zoo.inference.runner.image_rows`).
     The images go through the detector's batch runner
     (:class:`zoo.inference.runner.BatchRunner`, its ``data_threads`` decoding), so the
-    detections do not depend on ``batch_size``."""
-    outputs = detector.runner.outputs(DatasetImages(dataset), batch_size,
-                                      progress="evaluating" if progress else None)
+    detections do not depend on ``batch_size``. ``tiles``: a
+    :class:`zoo.inference.tiles.Tiling` to run each image in tiles too."""
+    outputs = detector_outputs(detector.runner, DatasetImages(dataset), batch_size, tiles,
+                               progress="evaluating" if progress else None)
     return [rows for _, rows, _ in outputs]
 
 

@@ -34,6 +34,7 @@ from zoo.data.orientation import check_exif_choice, read_in_frame, read_reduced
 from zoo.data.transforms import NO_LABEL, inference_transform, pad_batch
 from zoo.schema.preprocessing import canvas_size, resized_size, scaled_size, with_input_size
 from zoo.errors import DataError
+from zoo.inference.tiles import detector_outputs, tiling
 from zoo.metrics.coco import corners_to_xywh, default_category_id
 from zoo.progress import NoBar, progress_bar
 
@@ -452,7 +453,7 @@ class BatchDetector(abc.ABC):
         ``fetch(handle)`` (see :class:`BatchRunner`)."""
 
     def __call__(self, images, score_threshold=SCORE_THRESHOLD, max_detections=MAX_DETECTIONS,
-                 batch_size=8):
+                 batch_size=8, tiles=None, tile_overlap=None):
         """:class:`Detections` of one image, or a list of them for a list (or tuple) of
         images. An image is a path or an RGB uint8 array HxW, HxWx3 or HxWx4; a JPEG file
         much larger than the input is decoded reduced to the size the input needs (libjpeg's
@@ -461,14 +462,21 @@ class BatchDetector(abc.ABC):
         Keeps the ``max_detections`` best-scoring boxes scoring at least ``score_threshold``
         (defaults :data:`MAX_DETECTIONS` and :data:`SCORE_THRESHOLD`, as ``zoo detect``'s).
         Images run up to ``batch_size`` at a time; the detections of an image do not depend
-        on the batch size."""
+        on the batch size. ``tiles``: a tile side in pixels, to run each image in
+        overlapping tiles too, for small objects (``tile_overlap`` of a tile's side, default
+        0.2; :mod:`zoo.inference.tiles`), as ``zoo detect --tiles``."""
         if batch_size < 1 or max_detections < 0:
             raise ValueError("need batch_size >= 1 and max_detections >= 0, got %r and %r"
                              % (batch_size, max_detections))
+        tiled = tiling(tiles, tile_overlap)
         single = not isinstance(images, (list, tuple))
-        source = ImageList([images] if single else images, self.exif, self.preprocessing)
+        # tiles are cut from the photo's own pixels, so a tiled run decodes it whole; an
+        # untiled one decodes a large JPEG reduced to the size its input needs
+        source = ImageList([images] if single else images, self.exif,
+                           None if tiled else self.preprocessing)
+        outputs = detector_outputs(self.runner, source, batch_size, tiled, score_threshold)
         results = [self.detections(rows, size, score_threshold, max_detections)
-                   for _, rows, size in self.runner.outputs(source, batch_size)]
+                   for _, rows, size in outputs]
         return results[0] if single else results
 
     def detections(self, rows, size, score_threshold, max_detections):

@@ -50,6 +50,7 @@ from zoo.filenames import unique_components
 from zoo.checkpoint import open_detector
 from zoo.inference.inputs import LIST_PREFIX, InputImages, Skipped, expand_inputs, is_inside
 from zoo.inference.runner import MAX_DETECTIONS, SCORE_THRESHOLD
+from zoo.inference.tiles import detector_outputs, tiling
 from zoo.inference.visualize import ENCODINGS, draw, pixel_box, save_image
 from zoo.progress import NoBar, progress_bar
 from zoo.signals import stop_signals
@@ -86,6 +87,8 @@ class DetectOptions:
     every: int = 1                           # videos: every Nth frame
     threshold: float = SCORE_THRESHOLD       # lowest score kept, a detector's default
     max_detections: int = MAX_DETECTIONS     # the best-scoring ones kept per picture
+    tiles: Optional[int] = None              # tile side in pixels: run tiles too (small objects)
+    tile_overlap: Optional[float] = None     # share of a tile's side; None: tiles' default
     classes: Tuple[str, ...] = ()            # () all, else only these class names
     batch_size: int = 8
     image_format: Optional[str] = None       # None: each input's format; "png" or "jpg"
@@ -112,6 +115,7 @@ class DetectOptions:
             raise OptionsError("data_threads must be at least 1, got %r" % self.data_threads)
         if not 0.0 <= self.threshold <= 1.0:
             raise OptionsError("threshold must be in [0, 1], got %r" % self.threshold)
+        tiling(self.tiles, self.tile_overlap)  # refused here, before the slow part
         if self.image_format not in (None,) + FORMATS:
             raise OptionsError("image_format must be one of %s, got %r"
                                % (", ".join(FORMATS), self.image_format))
@@ -363,10 +367,17 @@ def run_settings(options, detector):
             "max_detections": options.max_detections, "classes": list(options.classes),
             "every": options.every, "exif": options.exif,
             "image_format": options.image_format, "pictures": options.pictures,
-            "crops": options.crops, "txt": options.txt,
+            "crops": options.crops, "txt": options.txt, **tile_settings(options),
             # only where chosen: a run at the checkpoint's size continues one from before
             **({"data_shape": detector.preprocessing["data_shape"]}
                if options.data_shape or options.max_size else {})}
+
+
+def tile_settings(options):
+    """The tiling of a run as its settings record it: None for an untiled run, as a run
+    recorded before tiles existed reads."""
+    tiles = tiling(options.tiles, options.tile_overlap)
+    return {"tiles": tiles and tiles.size, "tile_overlap": tiles and tiles.overlap}
 
 
 def earlier_records(path):
@@ -571,11 +582,13 @@ class DetectRun:
         written however this ends. The progress bar counts the pictures recorded (and the
         files skipped), from those the run had recorded before."""
         options, detector = self.options, self.detector
-        # Drawn pictures need every photo whole; crops only those with detections: the
-        # others are decoded at the size the network takes (DCT scaling of large JPEGs).
+        # Drawn pictures and tiles need every photo whole; crops only those with
+        # detections: the others are decoded at the size the network takes (DCT scaling of
+        # large JPEGs).
+        whole = options.pictures or options.tiles
         source = InputImages(self.inputs, options.strict,
                              keep=options.pictures or options.crops, exif=detector.exif,
-                             decode_for=None if options.pictures else detector.preprocessing)
+                             decode_for=None if whole else detector.preprocessing)
         writer = Writer(options.output, detector.class_names, options.pictures, options.crops,
                         options.txt, self.record)
         names = output_names(self.inputs, taken={name for entry in self.entries
@@ -585,7 +598,10 @@ class DetectRun:
                     if options.progress else NoBar())
         complete = finished = False
         try:
-            for index, rows, size in detector.runner.outputs(source, options.batch_size):
+            outputs = detector_outputs(detector.runner, source, options.batch_size,
+                                       tiling(options.tiles, options.tile_overlap),
+                                       options.threshold)
+            for index, rows, size in outputs:
                 if rows is None:
                     item = Skipped(self.inputs[index].path, "unreadable", source.errors[index])
                     LOG.warning("skipped %s", item.error)
