@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test test-slow test-accuracy check clean
+.PHONY: install demo test test-slow test-accuracy check param-names clean
 
 # Each step says what it does and about how long it takes on 2 cores (1-1.5 minutes in all);
 # pip's own lines (no --quiet) show the install's progress.
@@ -39,6 +39,11 @@ test-slow: $(STAMP)
 # outside its measured held-out mAP band (zoo/jobs/recipes.py; about 20 minutes on 2 cores).
 test-accuracy: $(STAMP)
 	$(PY) -m pytest -m accuracy -q -p no:cacheprovider tests/test_accuracy.py
+
+# Rewrite tests/data/param_names.json (every registered model's parameter names, pinned by
+# tests/test_param_names.py) after adding a model or renaming parameters on purpose.
+param-names: $(STAMP)
+	$(PY) tests/test_param_names.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info
