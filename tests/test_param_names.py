@@ -12,8 +12,9 @@ import pytest
 import zoo
 
 PINNED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "param_names.json")
-REGENERATE = ("if the change is meant (it renames what stored artifacts and --freeze patterns "
-              "hold), regenerate %s with `make param-names`" % os.path.relpath(PINNED))
+REGENERATE = ("the parameter names differ from %s: where that is meant (a model added, or "
+              "parameters renamed, which breaks stored artifacts and --freeze patterns), "
+              "regenerate it with `make param-names`" % os.path.relpath(PINNED))
 
 
 def param_names(model, symbol):
