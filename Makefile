@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test test-slow test-accuracy check clean
+.PHONY: install demo test test-slow test-accuracy check param-names clean
 
 # Each step says what it does and about how long it takes on 2 cores (1-1.5 minutes in all);
 # pip's own lines (no --quiet) show the install's progress.
@@ -40,6 +40,11 @@ test-slow: $(STAMP)
 # quiet and busy (about 25 minutes on 2 cores).
 test-accuracy: $(STAMP)
 	$(PY) -m pytest -m accuracy -q -p no:cacheprovider
+
+# Rewrite tests/data/param_names.json (every registered model's parameter names, pinned by
+# tests/symbols/backbones/test_param_names.py) after adding a model or renaming parameters on purpose.
+param-names: $(STAMP)
+	PYTHONPATH=tests $(PY) tests/symbols/backbones/test_param_names.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -8,7 +8,8 @@ MXNet SSD example's ``symbol/`` folder it replaces, it can be read (and reused) 
 
 - :mod:`symbols.layers`: named layer helpers (``StrictNameManager``);
 - :mod:`symbols.backbones`: ``Backbone`` and its stages, the backbone registry
-  (:data:`~symbols.backbones.BACKBONES`, :func:`~symbols.backbones.get_backbone`);
+  (:data:`~symbols.backbones.BACKBONES`, :func:`~symbols.backbones.get_backbone`,
+  :func:`~symbols.backbones.register_backbone`, each backbone's module registering it);
 - :mod:`symbols.ssd`; :mod:`symbols.rpn` (RPN head, anchors, proposals);
   :mod:`symbols.faster_rcnn` (ROI heads, the C4 graphs); :mod:`symbols.fpn`;
 - :mod:`symbols.box_coder`, :mod:`symbols.boxes` (IoU, numpy only), :mod:`symbols.rcnn_targets`.
@@ -23,7 +24,8 @@ FACTORIES = {
     "faster_rcnn": "symbols.faster_rcnn",
     "faster_rcnn_fpn": "symbols.fpn",
 }
-"""The registry of detector symbol factories, by architecture."""
+"""The registry of detector symbol factories, by architecture: the one list of
+architectures (``zoo.architectures.ARCHITECTURES`` holds an implementation of each)."""
 
 __all__ = ["FACTORIES", "factory"]
 

@@ -11,11 +11,13 @@ The network is written down once as data (stages of stem layers and blocks,
 blocks of branches, branches of convolution settings); the symbol builder and
 the GluonCV parameter map both walk that description, so they cannot drift.
 """
+import functools
 from collections import namedtuple
 
 import mxnet as mx
 
 from symbols.backbones.base import Backbone, StageSpec
+from symbols.backbones.registry import GluonCVBackbone, map_conv_bn, register_backbone
 from symbols.layers import conv_bn, pool
 
 __all__ = ["BN_EPS", "Block", "Conv", "InceptionV3", "STAGES", "Stage"]
@@ -210,3 +212,43 @@ class InceptionV3(Backbone):
             data = self.build_stage(data, stage.name)
         return data
 
+
+def gluoncv_names(backbone):
+    """Our names to those of GluonCV's ``inceptionv3`` classifier file: ``features.{i}`` the
+    i-th layer of :data:`STAGES`, ``output`` the classifier."""
+    mapping = {}
+    conv_and_bn = functools.partial(map_conv_bn, mapping)
+
+    def add(ours, theirs):
+        conv_and_bn(ours, theirs + ".0", theirs + ".1")
+
+    layers = [layer for stage in STAGES for layer in stage.layers]
+    for index, layer in enumerate(layers):
+        theirs = "features.%d" % index
+        if isinstance(layer, Conv):
+            add(layer.name, theirs)
+        elif isinstance(layer, Block):
+            for b, branch in enumerate(layer.branches):
+                for spec, path in _branch_gluon_convs(branch):
+                    add("%s_%s" % (layer.name, spec.name), "%s.%d.%s" % (theirs, b, path))
+    mapping["fc_weight"] = "output.weight"
+    mapping["fc_bias"] = "output.bias"
+    return mapping
+
+
+def _branch_gluon_convs(branch):
+    """``(conv settings, Gluon path of its conv+bn+relu sequence)`` relative to the branch."""
+    if branch.split:
+        # Gluon nests these as Sequential[branch(convs), Concurrent[branch(conv), ...]].
+        for i, spec in enumerate(branch.convs):
+            yield spec, "0.%d" % i
+        for k, spec in enumerate(branch.split):
+            yield spec, "1.%d.0" % k
+    else:
+        offset = 1 if branch.pool is not None else 0
+        for i, spec in enumerate(branch.convs):
+            yield spec, str(i + offset)
+
+
+register_backbone("inceptionv3", InceptionV3, published_params=23_834_568,
+                  gluoncv=GluonCVBackbone("inceptionv3", gluoncv_names))

@@ -13,9 +13,12 @@ resolution: the expansion of the next stage's first (strided) block, which has
 no shortcut, as SSDLite taps it; ``c5`` ends at ``conv_last``.
 """
 
+import functools
+
 import mxnet as mx
 
 from symbols.backbones.base import Backbone, StageSpec
+from symbols.backbones.registry import GluonCVBackbone, map_conv_bn, register_backbone
 from symbols.layers import StrictNameManager, add, conv, conv_bn, pool
 
 __all__ = ["BLOCKS", "MobileNetV2", "SETTINGS", "STAGES"]
@@ -117,3 +120,23 @@ class MobileNetV2(Backbone):
             out = conv(out, "fc", num_classes, kernel=1)
             return mx.sym.Flatten(data=out, name="fc_flatten")
 
+
+def gluoncv_names(backbone):
+    """Our names to those of GluonCV's ``mobilenetv2_1.0`` classifier file."""
+    mapping = {}
+    conv_and_bn = functools.partial(map_conv_bn, mapping)
+    conv_and_bn("conv1", "features.0", "features.1")
+    for i in range(1, len(BLOCKS)):
+        theirs = "features.%d.out" % (i + 2)
+        # Gluon indexes the block's children with its ReLU6s, and block 1 has no expansion.
+        layers = ["dwise", "project"] if BLOCKS[i][2] == 1 else ["expand", "dwise", "project"]
+        for k, layer in enumerate(layers):
+            conv_and_bn("block%d_%s" % (i, layer), "%s.%d" % (theirs, 3 * k),
+                        "%s.%d" % (theirs, 3 * k + 1))
+    conv_and_bn("conv_last", "features.20", "features.21")
+    mapping["fc_weight"] = "output.0.weight"
+    return mapping
+
+
+register_backbone("mobilenetv2", MobileNetV2, published_params=3_503_872,
+                  gluoncv=GluonCVBackbone("mobilenetv2_1.0", gluoncv_names))

@@ -5,7 +5,7 @@ An :class:`Architecture` knows one detector family's config fields (its
 validates a resolved config against the backbone graph and derives the
 fields the graph builders need, maps config fields to the builders'
 explicit arguments, and turns the training graph's named outputs into losses.
-It holds no state: :data:`zoo.architectures.ARCHITECTURES` keeps one instance per
+It holds no state but its name: :data:`zoo.architectures.ARCHITECTURES` keeps one instance per
 ``arch`` name.
 """
 import abc
@@ -22,8 +22,9 @@ class Architecture(abc.ABC):
     and never change it; ``derive`` returns new fields that the caller merges into a new
     spec."""
 
-    name = None
-    """The ``arch`` value of configs of this family."""
+    def __init__(self, name):
+        self.name = name
+        """The ``arch`` value of configs of this family (a key of ``symbols.FACTORIES``)."""
 
     recipe_lr = None
     """``(lr, total batch)``: this family's SGD learning rate at that total batch (samples
@@ -38,6 +39,12 @@ class Architecture(abc.ABC):
     box offsets (every stage's). Zeroed, they make the trivial predictor (equal class scores,
     zero box offsets) whose loss the training-health check judges the first loss against
     (:mod:`zoo.engine.health.loss`)."""
+
+    class_layers = ()
+    """``(name pattern, rows per class)`` of each class-dependent array, which fine-tuning
+    takes class by class (:mod:`zoo.engine.finetune`). Its axis 0 is ``(groups, classes + 1,
+    rows per class)``, background first: SSD's class heads have one group per anchor of a
+    cell, Faster R-CNN's predictors one, its box deltas four rows a class."""
 
     @property
     @abc.abstractmethod

@@ -78,11 +78,11 @@ class FasterRCNN(Architecture):
     """Two-stage detection in the C4 design. Derived field: ``rpn_layer``, the layer name of
     ``rpn_feature``."""
 
-    name = "faster_rcnn"
     # The zoo's default before the lr followed the batch (0.01 at the default batch 16);
     # GluonCV's recipes take 0.01 at 8 images (1 a GPU) from a pretrained backbone.
     recipe_lr = (0.01, 16)
     prediction_params = r"^(rpn|rcnn)_(cls_score|bbox_pred)_(weight|bias)$"
+    class_layers = ((r"rcnn_cls_score_(weight|bias)", 1), (r"rcnn_bbox_pred_(weight|bias)", 4))
     schema = SCHEMA
     loss_names = LOSS_NAMES
     output_names = symbols.TRAINING_OUTPUTS
@@ -215,3 +215,6 @@ def check_fields(config, levels=1):
         per_level = "" if levels == 1 else " x %d levels" % levels
         check.require(config[post] <= config[pre] * levels, post, config[post],
                       "at most %s%s = %d" % (pre, per_level, config[pre] * levels))
+
+
+ARCHITECTURE = FasterRCNN  # the implementation of arch "faster_rcnn"

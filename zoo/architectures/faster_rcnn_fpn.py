@@ -82,7 +82,6 @@ class FasterRCNNFPN(FasterRCNN):
     """Two-stage detection on a feature pyramid. Derived field: ``fpn_layers``, the layer
     name of each tap."""
 
-    name = "faster_rcnn_fpn"
     schema = SCHEMA
 
     def check_fields(self, spec):
@@ -157,3 +156,6 @@ def check_fields(config):
                   "one size per RPN level: %d (%d taps + rpn_extra_levels %d)"
                   % (levels, len(strides), config["rpn_extra_levels"]))
     c4.check_fields(config, levels)
+
+
+ARCHITECTURE = FasterRCNNFPN  # the implementation of arch "faster_rcnn_fpn"

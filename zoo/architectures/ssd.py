@@ -65,10 +65,10 @@ class SSD(Architecture):
     ``feature_layers`` (layer names), ``feature_channels`` and ``steps`` (-1 where the
     config derives them from the map size)."""
 
-    name = "ssd"
     # make demo's recipe, 0.0025 at its batch 8 (BENCHMARKS.md, "Accuracy bands")
     recipe_lr = (0.005, 16)
     prediction_params = r"^head\d+_(cls|loc)_(weight|bias)$"
+    class_layers = ((r"head\d+_cls_(weight|bias)", 1),)
     schema = SCHEMA
     loss_names = LOSS_NAMES
     output_names = symbols.TRAINING_OUTPUTS
@@ -240,3 +240,6 @@ def check_feature_maps(config, sizes, smallest=None):
                           "a step that tiles the %dx%d map over the %d-pixel image (about %.1f)"
                           % (size, size, data_shape, data_shape / size))
     return steps
+
+
+ARCHITECTURE = SSD  # the implementation of arch "ssd"

@@ -19,18 +19,7 @@ import mxnet as mx
 from zoo import artifact
 from zoo.errors import OptionsError
 
-__all__ = ["CLASS_LAYERS", "InitSummary", "init_from", "source_config"]
-
-CLASS_LAYERS = {
-    "ssd": ((r"head\d+_cls_(weight|bias)", 1),),
-    "faster_rcnn": ((r"rcnn_cls_score_(weight|bias)", 1), (r"rcnn_bbox_pred_(weight|bias)", 4)),
-    "faster_rcnn_fpn": ((r"rcnn_cls_score_(weight|bias)", 1),
-                        (r"rcnn_bbox_pred_(weight|bias)", 4)),
-}
-"""Per architecture: ``(name pattern, rows per class)`` of each class-dependent array. Its
-axis 0 is ``(groups, classes + 1, rows per class)``, background first: SSD's class heads
-have one group per anchor of a cell, Faster R-CNN's predictors one, its box deltas four rows
-a class."""
+__all__ = ["InitSummary", "init_from", "source_config"]
 
 
 @dataclass(frozen=True)
@@ -81,8 +70,9 @@ def _check_source(meta, name, model):
 
 
 def _rows_per_class(arch, param):
-    """Rows per class of a class-dependent array ``param``, or None for any other."""
-    for pattern, rows in CLASS_LAYERS[arch]:
+    """Rows per class of a class-dependent array ``param`` of the architecture ``arch``
+    (its :attr:`~zoo.architectures.base.Architecture.class_layers`), or None for any other."""
+    for pattern, rows in arch.class_layers:
         if re.fullmatch(pattern, param):
             return rows
     return None
@@ -151,7 +141,7 @@ def init_from(model, prefix, epoch=None, seed=None):
     args, aux = model.init_params(seed=seed)
     taken, counts = {}, {"copied": [], "mapped": [], "reset": []}
     for param, fresh in {**args, **aux}.items():
-        taken[param], how = _take(param, fresh, saved, model.spec["arch"], pairs)
+        taken[param], how = _take(param, fresh, saved, model.arch, pairs)
         counts[how].append(param)
     shared = tuple(n for n in pairs.new_names if n in pairs.old_names)
     summary = InitSummary(name, len(counts["copied"]), len(counts["mapped"]),

@@ -7,9 +7,9 @@ import pytest
 from gluoncv.model_zoo import get_model as gluoncv_model
 
 import zoo
-from symbols.backbones import BACKBONES, get_backbone
+from symbols.backbones import get_backbone
 from zoo.pretrained import find_gluoncv_file, import_gluoncv_params
-from zoo.pretrained.maps import gluoncv_name, param_map
+from zoo.pretrained.maps import GLUONCV, gluoncv_name, param_map
 
 from conftest import forward
 
@@ -31,7 +31,7 @@ def save_random_gluoncv(backbone, folder, seed=0):
     return net, path
 
 
-@pytest.mark.parametrize("name", sorted(BACKBONES))
+@pytest.mark.parametrize("name", sorted(GLUONCV))
 def test_imported_classifier_matches_gluoncv_logits(name, tmp_path):
     backbone = get_backbone(name)
     net, path = save_random_gluoncv(backbone, tmp_path)

@@ -20,6 +20,8 @@ import logging
 import math
 import re
 
+from symbols.backbones import BACKBONES
+
 from zoo.engine import module_adapter
 from zoo.engine.hooks import Hook
 
@@ -44,17 +46,17 @@ CHECK = "initial loss"
 #   _resnet101, _inceptionv3, _resnet50_gluoncv_coco (seeds 0-2)                 1.19x-9.63x
 # SSD's hard-negative mining keeps the negatives the random head scores worst, hence its
 # start above 1; on a ResNet its heads start with larger class scores (cls_loss 7.9-17.9
-# against ln 5 on the runs above), and larger box offsets. FPN's box
+# against ln 5 on the runs above), and larger box offsets: the ResNets' registrations
+# (symbols/backbones/resnet.py) carry their own limit for SSD. FPN's box
 # head starts with class logits in the tens (rcnn_cls_loss up to 18 against ln 5 from
 # scratch: fc6 takes 12,544 unnormalised pyramid values). Those limits sit above what the
 # zoo's own initialisation gives. A class head 100x too large (an --init-from source
 # trained an epoch, its class weights scaled) gave 13x-30x on MobileNetV2 SSDs, 13.7x and
 # 17.0x on ssd_resnet50 and ssd_resnet101, 87x on faster_rcnn_fpn_resnet50.
-INITIAL_LOSS_LIMITS = {"ssd": 3.0, "faster_rcnn": 2.0, "faster_rcnn_fpn": 12.0,
-                       ("ssd", "resnet50"): 10.0, ("ssd", "resnet101"): 10.0,
-                       ("ssd", "resnet50_v1"): 10.0}
-"""The limit of a first loss over the trivial one, by architecture or, where a backbone
-starts differently, by ``(architecture, backbone)``."""
+INITIAL_LOSS_LIMITS = {"ssd": 3.0, "faster_rcnn": 2.0, "faster_rcnn_fpn": 12.0}
+"""The limit of a first loss over the trivial one, by architecture; a backbone that starts
+differently registers its own (``initial_loss_limits`` of
+:func:`symbols.backbones.register_backbone`)."""
 DEFAULT_LIMIT = 3.0
 """The limit of an architecture not measured."""
 # SSD's box term of the trivial predictor (the targets' smooth L1 per positive anchor) on
@@ -66,9 +68,11 @@ BOX_TARGET_LIMITS = {"ssd": 12.0}
 
 def initial_loss_limit(arch, backbone):
     """``(limit, what it is for)``: the first loss over the trivial one a healthy start of
-    ``arch`` on ``backbone`` stays under (:data:`INITIAL_LOSS_LIMITS`)."""
-    if (arch, backbone) in INITIAL_LOSS_LIMITS:
-        return INITIAL_LOSS_LIMITS[arch, backbone], "%s on %s" % (arch, backbone)
+    ``arch`` on the backbone named ``backbone`` stays under: the backbone's registered
+    limit for ``arch``, else :data:`INITIAL_LOSS_LIMITS`."""
+    entry = BACKBONES.get(backbone)
+    if entry is not None and arch in entry.initial_loss_limits:
+        return entry.initial_loss_limits[arch], "%s on %s" % (arch, backbone)
     return INITIAL_LOSS_LIMITS.get(arch, DEFAULT_LIMIT), arch
 
 
