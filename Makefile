@@ -44,7 +44,7 @@ test-accuracy: $(STAMP)
 # Rewrite tests/data/param_names.json (every registered model's parameter names, pinned by
 # tests/symbols/backbones/test_param_names.py) after adding a model or renaming parameters on purpose.
 param-names: $(STAMP)
-	PYTHONPATH=tests $(PY) tests/symbols/backbones/test_param_names.py
+	PYTHONPATH=$(CURDIR):$(CURDIR)/tests $(PY) tests/symbols/backbones/test_param_names.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -12,8 +12,13 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 # bad-input corpora stay together in tests/bad_inputs/). Some share helpers by importing another
 # test module by its name, wherever it stands: every folder of tests/ that holds tests is on
 # the path, as tests/ itself is.
+# The checkout's root goes on the path first: tests/zoo/ and tests/symbols/ have no
+# __init__.py, and with tests/ on the path (pytest puts it there for this file) they would be
+# taken for the packages `zoo` and `symbols` wherever the root is not on it (`pytest` run from
+# another folder: the editable install finds the packages only after the path is searched).
 _TESTS = os.path.dirname(os.path.abspath(__file__))
-sys.path[1:1] = sorted(folder for folder, _, names in os.walk(_TESTS)
+sys.path[:0] = [os.path.dirname(_TESTS)]
+sys.path[2:2] = sorted(folder for folder, _, names in os.walk(_TESTS)
                        if folder != _TESTS and any(n.startswith("test_") and n.endswith(".py")
                                                    for n in names))
 
