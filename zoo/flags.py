@@ -1,7 +1,9 @@
 """Options that are also command-line flags, each declared once: on the field of the options
 dataclass that holds it (:func:`flag`: its default, help text, flag name, type, choices), from
-which a command's parser takes the flag (:meth:`Flags.add_flags`) and its run builds the
-options back (:meth:`Flags.from_flags`). Here too the argparse types that check a flag's
+which a command's parser takes the flag (:func:`add_flags`) and its run builds the options
+back (:func:`options_from`, through the options class's own ``from_flags``: a call that names
+the class it builds lets a reader, and ``farm-studio walk``, follow a flag from the parsed
+arguments to the options and on to where the job reads it). Here too the argparse types that check a flag's
 value while the command line is parsed (a bad value is a usage error naming its flag, before
 any model or dataset is opened).
 
@@ -12,9 +14,9 @@ import math
 
 from zoo.process import gpu_ids
 
-__all__ = ["FLAG", "Flags", "comma_list", "ctx", "flag", "flag_name", "float_in", "fraction",
-           "increasing", "network", "nonnegative_float", "nonnegative_int", "options_from", "positive_float",
-           "positive_int"]
+__all__ = ["FLAG", "add_flag", "add_flags", "comma_list", "ctx", "flag", "flag_name",
+           "float_in", "fraction", "increasing", "network", "nonnegative_float",
+           "nonnegative_int", "options_from", "positive_float", "positive_int"]
 
 FLAG = "flag"
 """The key of a field's metadata that holds its flag (:func:`flag`)."""
@@ -37,21 +39,13 @@ def flag_name(field):
     return "--no-" + name[2:] if field.default is True else name
 
 
-class Flags:
-    """A mixin of an options dataclass whose fields declare their flags with :func:`flag`."""
-
-    @classmethod
-    def add_flags(cls, parser, *names):
-        """Add the flags of fields ``names`` to ``parser``, in that order (the order
-        ``--help`` lists them in); their defaults are the fields'."""
-        fields = {field.name: field for field in dataclasses.fields(cls)}
-        for name in names:
-            add_flag(parser, fields[name])
-
-    @classmethod
-    def from_flags(cls, args, **values):
-        """The options of the parsed flags ``args`` (:func:`options_from`)."""
-        return options_from(cls, args, **values)
+def add_flags(parser, options_class, *names, defaults=None):
+    """Add the flags that fields ``names`` of ``options_class`` declare (:func:`flag`) to
+    ``parser``, in that order (the order ``--help`` lists them in); their defaults are the
+    class's (those of ``defaults``, another options class with these fields, if given)."""
+    fields = {field.name: field for field in dataclasses.fields(options_class)}
+    for name in names:
+        add_flag(parser, fields[name], getattr(defaults or options_class, name))
 
 
 def options_from(options_class, args, **values):
@@ -62,13 +56,16 @@ def options_from(options_class, args, **values):
                                       if field.name not in values})
 
 
-def add_flag(parser, field):
-    """Add the flag ``field`` declares (:func:`flag`) to ``parser``."""
+def add_flag(parser, field, default):
+    """Add the flag ``field`` declares (:func:`flag`) to ``parser``, its default ``default``
+    (the field's, read from its class when the parser is built)."""
     keywords = dict(field.metadata[FLAG])
     name = keywords.pop("name") or flag_name(field)
     if isinstance(field.default, bool):
+        # A switch turns its field's own default the other way.
         keywords["action"] = "store_false" if field.default else "store_true"
-    parser.add_argument(name, dest=field.name, default=field.default, **keywords)
+        default = field.default
+    parser.add_argument(name, dest=field.name, default=default, **keywords)
 
 
 def _number(parse, value, kind):

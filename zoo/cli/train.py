@@ -14,6 +14,7 @@ from zoo.jobs.train_options import TrainOptions
 from zoo.cli import report
 from zoo.cli.common import (add_batch_flag, add_ctx_flag, add_dataset_flags, add_hidden_alias,
                             add_input_size_flags, add_progress_flag)
+from zoo.flags import add_flags
 
 __all__ = ["add_arguments", "add_data_arguments", "run"]
 
@@ -21,35 +22,36 @@ __all__ = ["add_arguments", "add_data_arguments", "run"]
 def add_data_arguments(p, options):
     """The flags saying what data a run sees and how (``zoo train``'s and ``zoo
     check-data``'s): the dataset and its splits, the input size, the batch, the
-    augmentation, the seed, what ``--skip-bad`` may drop. Those several commands share take
-    their defaults from ``options`` (:class:`TrainOptions`, or check-data's copy of its data
-    fields, equal to them); the others are :class:`TrainOptions`' fields' own."""
+    augmentation, the seed, what ``--skip-bad`` may drop. The flags several commands share
+    (:mod:`zoo.cli.common`) take their defaults from ``options`` (:class:`TrainOptions`, or
+    check-data's copy of its data fields); the others are declared on :class:`TrainOptions`'
+    fields."""
     add_dataset_flags(p, options, {"--train-split": "split to train on",
                                    "--val-split": "split to validate on ('' for none)"})
     add_hidden_alias(p, "--train-set", "train_split")
     add_hidden_alias(p, "--val-set", "val_split")
-    TrainOptions.add_flags(p, "max_skipped")
+    add_flags(p, TrainOptions, "max_skipped", defaults=options)
     add_input_size_flags(p, options)
     add_batch_flag(p, options.batch_size)
-    TrainOptions.add_flags(p, "seed", "max_expand", "crop")
+    add_flags(p, TrainOptions, "seed", "max_expand", "crop", defaults=options)
 
 
 def add_arguments(p):
     """Every field of :class:`TrainOptions` as a flag, in the order ``--help`` lists them:
     the model, the data, the optimizer, the devices, the start, the run."""
-    TrainOptions.add_flags(p, "network")
+    add_flags(p, TrainOptions, "network")
     add_data_arguments(p, TrainOptions)
-    TrainOptions.add_flags(p, "epochs", "lr", "lr_steps", "lr_factor", "warmup_epochs",
-                           "optimizer", "momentum", "wd", "clip_gradient")
+    add_flags(p, TrainOptions, "epochs", "lr", "lr_steps", "lr_factor", "warmup_epochs",
+              "optimizer", "momentum", "wd", "clip_gradient")
     add_ctx_flag(p, TrainOptions.ctx)
-    TrainOptions.add_flags(p, "kv_store", "connect_timeout")
+    add_flags(p, TrainOptions, "kv_store", "connect_timeout")
     # What a run starts from and keeps fixed. The freeze patterns are checked once, by
     # zoo.engine.options.TrainerOptions, before the run touches anything.
-    TrainOptions.add_flags(p, "pretrained_backbone", "freeze", "freeze_bn", "resume",
-                           "init_from", "init_epoch")
+    add_flags(p, TrainOptions, "pretrained_backbone", "freeze", "freeze_bn", "resume",
+              "init_from", "init_epoch")
     # Where the run writes, how often it validates, and what it watches.
-    TrainOptions.add_flags(p, "overwrite", "keep_last", "output_dir", "val_interval",
-                           "memory_saving", "dtype", "health", "reference", "overfit_batch")
+    add_flags(p, TrainOptions, "overwrite", "keep_last", "output_dir", "val_interval",
+              "memory_saving", "dtype", "health", "reference", "overfit_batch")
     add_progress_flag(p)
 
 

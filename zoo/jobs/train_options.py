@@ -17,15 +17,15 @@ from typing import Optional
 from zoo.choices import OVERFIT_FRACTION
 from zoo.distributed.cluster import DEFAULT_CONNECT_TIMEOUT
 from zoo.engine.options import KV_STORES, OptimizerOptions, TrainerOptions
-from zoo.flags import (Flags, flag, float_in, fraction, nonnegative_int, positive_float,
-                       positive_int)
+from zoo.flags import (flag, float_in, fraction, nonnegative_int, options_from,
+                       positive_float, positive_int)
 from zoo.flags import network as network_name  # "network" is the field's name
 
 __all__ = ["KV_STORES", "TrainOptions"]
 
 
 @dataclass(frozen=True)
-class TrainOptions(Flags, TrainerOptions, OptimizerOptions):
+class TrainOptions(TrainerOptions, OptimizerOptions):
     """A training run: the loop's options (:class:`~zoo.engine.options.TrainerOptions`:
     ``epochs``, ``batch_size``, ``ctx``, ``kv_store``, ``freeze``, ``memory_saving``,
     ``seed``, ``freeze_bn``, ``dtype``, which may be ``auto`` here), the optimizer's
@@ -97,3 +97,8 @@ class TrainOptions(Flags, TrainerOptions, OptimizerOptions):
     def __post_init__(self):
         # Not the loop's checks: dtype may be auto and lr None until the run resolves them.
         object.__setattr__(self, "lr_steps", tuple(self.lr_steps))
+
+    @classmethod
+    def from_flags(cls, args):
+        """The options of ``zoo train``'s parsed flags (every field has one)."""
+        return options_from(cls, args)
