@@ -172,8 +172,8 @@ class Trainer:
     def __init__(self, model, loader, options, optimizer=None, hooks=(), kvstore=None,
                  initial_params=None, health=None):
         optimizer = options if optimizer is None else optimizer
-        # Checked here as well: options of a class that holds more than the loop's (a job's)
-        # check these once their lr and dtype are resolved, which is now.
+        # A job's TrainOptions is not checked when made (its dtype may be auto, its lr None):
+        # the loop checks what it takes.
         options.check_trainer()
         optimizer.check_optimizer()
         if loader.batch_size != options.batch_size:

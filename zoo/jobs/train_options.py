@@ -9,7 +9,7 @@ loop's in :mod:`zoo.engine.options` (:class:`TrainOptions` is a
 :class:`~zoo.engine.options.OptimizerOptions`, and the Trainer takes it as both), the job's
 own here. The flags that several commands share (``--dataset``, ``--data-shape``,
 ``--batch-size``, ``--ctx``, ...) are declared in :mod:`zoo.cli.common`, with these fields'
-defaults; ``tests/test_option_flags.py`` holds each field and its flag together."""
+defaults; a test (``test_option_flags``) holds each field and its flag together."""
 import os
 from dataclasses import dataclass
 from typing import Optional
