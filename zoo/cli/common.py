@@ -1,14 +1,17 @@
-"""Flags shared by several commands, each declared once under one name, and the argparse
-types that check values while the command line is parsed (a bad value is a usage error
-naming its flag, before any model or dataset is opened)."""
+"""Flags shared by several commands, each declared once under one name; a command's own
+options declare theirs on their fields (:mod:`zoo.flags`, which also holds the argparse types
+that check values while the command line is parsed)."""
 import argparse
 import dataclasses
-import math
 import os
 
 from zoo.data.factory import KINDS
 from zoo.data.orientation import EXIF_CHOICES
-from zoo.process import gpu_ids
+# The value types and options_from live beside the options' flags (zoo.flags); the commands
+# take them from here with the rest.
+from zoo.flags import (comma_list, ctx, float_in, fraction, increasing, network,
+                       nonnegative_float, nonnegative_int, options_from, positive_float,
+                       positive_int)
 
 __all__ = ["HelpFormatter", "KINDS", "Parser", "add_batch_flag", "add_checkpoint_flags",
            "add_class_map_flag", "add_ctx_flag", "add_data_threads_flag", "add_dataset_flags",
@@ -16,7 +19,6 @@ __all__ = ["HelpFormatter", "KINDS", "Parser", "add_batch_flag", "add_checkpoint
            "existing_folder", "field_default", "float_in", "fraction", "increasing", "network",
            "nonnegative_float", "nonnegative_int", "options_from", "positive_float",
            "positive_int"]
-
 
 
 class Parser(argparse.ArgumentParser):
@@ -39,106 +41,12 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter,
         return super()._get_help_string(action)
 
 
-def _number(parse, value, kind):
-    try:
-        return parse(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError("must be %s, got %r" % (kind, value)) from None
-
-
-def positive_int(value):
-    """A count: an integer >= 1."""
-    number = _number(int, value, "an integer >= 1")
-    if number < 1:
-        raise argparse.ArgumentTypeError("must be an integer >= 1, got %r" % value)
-    return number
-
-
-def nonnegative_int(value):
-    number = _number(int, value, "an integer >= 0")
-    if number < 0:
-        raise argparse.ArgumentTypeError("must be an integer >= 0, got %r" % value)
-    return number
-
-
-def float_in(low=-math.inf, high=math.inf, low_open=False, high_open=False):
-    """A type accepting finite floats from ``low`` to ``high`` (each end included unless
-    ``low_open``/``high_open``)."""
-    bounds = [("%s %g" % (">" if low_open else ">=", low)) if low > -math.inf else "",
-              ("%s %g" % ("<" if high_open else "<=", high)) if high < math.inf else ""]
-    kind = " ".join(["a finite number"] + [b for b in bounds if b])
-    if all(bounds):
-        kind = "a finite number %s and %s" % tuple(bounds)
-
-    def parse(value):
-        number = _number(float, value, kind)
-        if (not math.isfinite(number) or number < low or number > high
-                or (low_open and number == low) or (high_open and number == high)):
-            raise argparse.ArgumentTypeError("must be %s, got %r" % (kind, value))
-        return number
-    parse.__name__ = kind
-    return parse
-
-
-positive_float = float_in(0.0, low_open=True)
-nonnegative_float = float_in(0.0)
-fraction = float_in(0.0, 1.0)
-
-
-def comma_list(item_type):
-    """A type parsing ``"a,b,c"`` into a tuple of ``item_type`` values; ``""`` is ``()``."""
-    def parse(value):
-        return tuple(item_type(item.strip()) for item in value.split(",") if item.strip())
-    parse.__name__ = "comma-separated list"
-    return parse
-
-
-def increasing(list_type):
-    """A type parsing a list with ``list_type`` whose entries must strictly increase."""
-    def parse(value):
-        items = list_type(value)
-        if any(b <= a for a, b in zip(items, items[1:])):
-            raise argparse.ArgumentTypeError("must strictly increase, got %r" % value)
-        return items
-    parse.__name__ = getattr(list_type, "__name__", "list")
-    return parse
-
-
 def existing_folder(value):
     """A folder that exists."""
     if not os.path.isdir(value):
         raise argparse.ArgumentTypeError("must be an existing folder, got %r (%s)" % (
             value, "a file" if os.path.exists(value) else "no such folder"))
     return value
-
-
-def ctx(value):
-    """``cpu`` or ``gpuN[,M...]`` naming GPUs this MXNet sees."""
-    try:
-        ids = gpu_ids(value)
-    except ValueError as err:
-        raise argparse.ArgumentTypeError(str(err)) from None
-    if not ids:
-        return value
-    import mxnet as mx
-    available = mx.context.num_gpus()
-    missing = [i for i in ids if i >= available]
-    if missing:
-        seen = ("sees no GPU (a CPU-only build, or no driver)" if not available else
-                "sees %d GPU%s (gpu0 to gpu%d)" % (available, "s" if available > 1 else "",
-                                                    available - 1))
-        raise argparse.ArgumentTypeError("must name GPUs this machine has, got %r: MXNet %s"
-                                         % (value, seen))
-    return value
-
-
-def network(value):
-    """A registered model name or the path of a YAML config."""
-    from zoo.config.registry import is_network, list_models
-    if is_network(value):
-        return value
-    raise argparse.ArgumentTypeError("must be a registered model (%s) or a YAML file, got %r"
-                                     % (", ".join(list_models()), value))
 
 
 def add_checkpoint_flags(parser, what, epoch=None,
@@ -268,10 +176,3 @@ def field_default(options_class, name):
     if field.default_factory is not dataclasses.MISSING:
         return field.default_factory()
     return field.default
-
-
-def options_from(options_class, args, **values):
-    """``options_class`` (a job's options dataclass) from the parsed flags: every field
-    from the flag of the same name, except those given in ``values``."""
-    fields = [f.name for f in dataclasses.fields(options_class) if f.name not in values]
-    return options_class(**values, **{name: getattr(args, name) for name in fields})

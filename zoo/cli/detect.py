@@ -30,7 +30,8 @@ from zoo.jobs.detect import FORMATS, DetectOptions, Stopped, detect
 from zoo.inference.tiles import DEFAULT_OVERLAP, MIN_TILE
 from zoo.cli.common import (add_batch_flag, add_checkpoint_flags, add_data_threads_flag,
                             add_exif_flag, add_input_size_flags, add_progress_flag, comma_list,
-                            float_in, fraction, options_from, positive_int)
+                            float_in, positive_int)
+from zoo.flags import add_flags
 
 __all__ = ["add_arguments", "continue_command", "detect_options", "more_positionals",
            "run"]
@@ -61,8 +62,7 @@ def add_arguments(p):
                         "globs: '**' matches any depth")
     p.add_argument("--every", type=positive_int, default=DetectOptions.every, metavar="N",
                    help="videos: detect on every Nth frame")
-    p.add_argument("--threshold", type=fraction, default=DetectOptions.threshold,
-                   help="lowest score kept")
+    add_flags(p, DetectOptions, "threshold")
     p.add_argument("--max-detections", type=positive_int, default=DetectOptions.max_detections,
                    help="the best-scoring detections kept per picture")
     p.add_argument("--tiles", type=positive_int, default=DetectOptions.tiles, metavar="SIZE",
@@ -105,8 +105,7 @@ def more_positionals(args, unknown):
 
 def detect_options(args):
     """The :class:`DetectOptions` of the parsed flags."""
-    return options_from(DetectOptions, args, inputs=tuple(args.inputs),
-                        lists=tuple(args.lists))
+    return DetectOptions.from_flags(args, inputs=tuple(args.inputs), lists=tuple(args.lists))
 
 
 def run(args):

@@ -9,15 +9,12 @@ update counts come from the artifact, the data order and each sample's augmentat
 sampling from a per-epoch seed.
 """
 import contextlib
-import json
 import logging
 import os
 import re
 import signal
 import time
 import warnings
-from dataclasses import asdict, dataclass
-from typing import Optional
 
 import mxnet as mx
 import numpy as np
@@ -25,11 +22,12 @@ import numpy as np
 from symbols.layers import batchnorm_layers, global_stats_batchnorm
 from zoo import artifact
 from zoo.distributed.cluster import ClusterError, is_distributed, is_synchronous
-from zoo.choices import OPTIMIZERS
 from zoo.errors import OptionsError
 from zoo.engine.health.report import HealthReport
 from zoo.engine.memory import memory_saving_symbol
-from zoo.engine.precision import bf16_training_symbol, check_dtype
+# The options are declared without MXNet, for the parsers; they are the loop's all the same.
+from zoo.engine.options import OptimizerOptions, TrainerOptions, check_pattern
+from zoo.engine.precision import bf16_training_symbol
 from zoo.engine import module_adapter
 from zoo.process import gpu_ids
 from zoo.signals import stop_signals
@@ -135,92 +133,6 @@ def check_distinct_updates(lr_steps, steps, steps_per_epoch, warmup):
                     ", warm-up to update %d" % warmup if warmup else ""))
 
 
-def check_lr_steps(lr_steps):
-    """Refuse a schedule whose epochs are negative or not strictly increasing."""
-    for i, epoch in enumerate(lr_steps):
-        if not (isinstance(epoch, (int, float)) and epoch >= 0) or (
-                i and epoch <= lr_steps[i - 1]):
-            raise OptionsError("lr_steps %s: expected epochs >= 0 in strictly increasing "
-                               "order" % ",".join("%g" % e if isinstance(e, (int, float))
-                                                  else repr(e) for e in lr_steps))
-
-
-@dataclass(frozen=True)
-class TrainerOptions:
-    """How to train: ``ctx`` is ``"cpu"`` or ``"gpu0,1,..."``; ``batch_size`` the samples of
-    one step of this process (the loader's), split over its devices; ``freeze`` a regular
-    expression of parameter names to keep fixed; ``freeze_bn`` one of the names of BatchNorm
-    layers that normalise with their running statistics in training too, with statistics,
-    scale and shift all fixed (a frozen batch norm); ``memory_saving`` recomputes activations in
-    backward (:mod:`zoo.engine.memory`); ``seed`` the initialisation and per-epoch seed;
-    ``dtype`` the precision of the graph's layers, ``fp32`` or ``bf16``
-    (:mod:`zoo.engine.precision`: parameters, optimizer and losses stay fp32)."""
-    epochs: int
-    batch_size: int
-    ctx: str = "cpu"
-    kv_store: str = "local"
-    freeze: Optional[str] = None
-    memory_saving: bool = False
-    seed: int = 0
-    freeze_bn: Optional[str] = None
-    dtype: str = "fp32"
-
-    def __post_init__(self):
-        mxnet_contexts(self.ctx)
-        if self.dtype == "auto":
-            raise ValueError("dtype auto: resolve it first (zoo.engine.precision.resolve_dtype)")
-        check_dtype(self.dtype, self.ctx)
-        if self.epochs < 1 or self.batch_size < 1:
-            raise OptionsError("epochs and batch_size must be >= 1, got %d and %d"
-                               % (self.epochs, self.batch_size))
-        # The one check of the freeze patterns (zoo train's flags are not parsed as such).
-        for name in ("freeze", "freeze_bn"):
-            check_pattern(name, getattr(self, name))
-
-
-def check_pattern(name, pattern):
-    """Raise :class:`OptionsError` if ``pattern`` (option ``name``; None: none) is not a
-    regular expression."""
-    try:
-        re.compile(pattern or "")
-    except re.error as err:
-        raise OptionsError("%s %r is not a regular expression: %s"
-                           % (name, pattern, err)) from None
-
-
-@dataclass(frozen=True)
-class OptimizerOptions:
-    """The optimizer and its schedule: ``lr`` is the base rate of a step (gradients are
-    averaged over devices and synchronous workers); it drops by ``lr_factor`` at each epoch
-    of ``lr_steps`` after ``warmup_epochs`` of linear warm-up from lr / 10."""
-    name: str = "sgd"
-    lr: float = 0.01
-    momentum: float = 0.9
-    wd: float = 5e-4
-    clip_gradient: Optional[float] = None
-    lr_steps: tuple = ()
-    lr_factor: float = 0.1
-    warmup_epochs: float = 0.0
-
-    def __post_init__(self):
-        if self.name not in OPTIMIZERS:
-            raise ValueError("optimizer %r: one of %s" % (self.name, ", ".join(OPTIMIZERS)))
-        # A list would make the record unhashable and compare unequal to a tuple.
-        object.__setattr__(self, "lr_steps", tuple(self.lr_steps))
-        check_lr_steps(self.lr_steps)
-
-    def record(self):
-        """The options as JSON values (what a checkpoint stores)."""
-        return json.loads(json.dumps(asdict(self)))
-
-    def changes_from(self, saved):
-        """``["lr 0.01 -> 0.02", ...]``: how these options differ from a saved
-        :meth:`record` (settings it lacks count as unchanged)."""
-        return ["%s %s -> %s" % (name, saved[name], value)
-                for name, value in self.record().items()
-                if name in saved and saved[name] != value]
-
-
 @contextlib.contextmanager
 def _environment(name, value):
     """Set environment variable ``name`` to ``value`` for the duration of the block."""
@@ -237,7 +149,9 @@ def _environment(name, value):
 
 class Trainer:
     """Trains ``model`` on the batches of ``loader`` (a :class:`zoo.data.DetectionLoader`)
-    with ``options`` (:class:`TrainerOptions`) and ``optimizer`` (:class:`OptimizerOptions`).
+    with ``options`` (:class:`TrainerOptions`) and ``optimizer`` (:class:`OptimizerOptions`;
+    default: ``options``, when they are both, as a job's
+    :class:`~zoo.jobs.train_options.TrainOptions` with its lr and dtype resolved is).
 
     ``hooks`` (see :class:`zoo.engine.hooks.Hook`, and :func:`zoo.engine.hooks.default_hooks`)
     are called in order: ``before_train(trainer)`` before the module is built,
@@ -255,8 +169,13 @@ class Trainer:
     the hooks report into (default: a new one), as ``trainer.health``.
     """
 
-    def __init__(self, model, loader, options, optimizer, hooks=(), kvstore=None,
+    def __init__(self, model, loader, options, optimizer=None, hooks=(), kvstore=None,
                  initial_params=None, health=None):
+        optimizer = options if optimizer is None else optimizer
+        # A job's TrainOptions is not checked when made (its dtype may be auto, its lr None):
+        # the loop checks what it takes.
+        options.check_trainer()
+        optimizer.check_optimizer()
         if loader.batch_size != options.batch_size:
             raise ValueError("the loader's batch size %d is not batch_size %d"
                              % (loader.batch_size, options.batch_size))
@@ -385,7 +304,7 @@ class Trainer:
 
     def training_record(self):
         """The JSON-able options a checkpoint stores (and a resume compares against)."""
-        return {"trainer": json.loads(json.dumps(asdict(self.options))),
+        return {"trainer": self.options.trainer_record(),
                 "optimizer": self.optimizer_options.record()}
 
     # -- building and starting --------------------------------------------------------------
@@ -435,11 +354,11 @@ class Trainer:
         params = {"learning_rate": o.lr, "wd": o.wd, "rescale_grad": self.gradient_scale(),
                   "lr_scheduler": lr_scheduler(o.lr, updates_per_epoch, o.lr_steps,
                                                o.lr_factor, o.warmup_epochs)}
-        if o.name in WITH_MOMENTUM:
+        if o.optimizer in WITH_MOMENTUM:
             params["momentum"] = o.momentum
         if o.clip_gradient:
             params["clip_gradient"] = o.clip_gradient
-        return mx.optimizer.create(o.name, **params)
+        return mx.optimizer.create(o.optimizer, **params)
 
     def _init_optimizer(self, module):
         """Install this run's optimizer (its ``rescale_grad`` from :meth:`gradient_scale`,
@@ -545,11 +464,11 @@ class Trainer:
             notes.append("the checkpoint records no optimizer settings, this run's apply")
         if state is None:
             notes.append("no optimizer state saved, it starts afresh")
-        elif saved and saved["name"] != self.optimizer_options.name:
+        elif saved and saved_optimizer(saved) != self.optimizer_options.optimizer:
             # Another optimizer class cannot take these arrays; the schedule still goes on.
             module_adapter.set_update_count(module, state.info["num_update"])
             notes.append("the %s state is dropped, %s starts afresh"
-                         % (saved["name"], self.optimizer_options.name))
+                         % (saved_optimizer(saved), self.optimizer_options.optimizer))
         elif not module_adapter.set_optimizer_state(module, state):
             notes.append("%s keeps the optimizer state on the servers, it starts afresh"
                          % module_adapter.kvstore(module).type)
@@ -574,3 +493,9 @@ class Trainer:
                 "resume from the same checkpoint (a shared output folder, or the same resume "
                 "prefix on every host)" % (self.rank, self.start_epoch,
                                            int(rank0_start.asscalar())))
+
+
+def saved_optimizer(saved):
+    """The update rule of a checkpoint's optimizer record, ``name`` in those written before
+    0.3.0 (``optimizer`` since)."""
+    return saved.get("optimizer", saved.get("name"))

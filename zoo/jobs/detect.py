@@ -47,6 +47,7 @@ from zoo import runlock
 from zoo.atomicfile import TEMPORARY_MARK, remove_quietly, write_text
 from zoo.errors import DataError, Interrupted, OptionsError
 from zoo.filenames import unique_components
+from zoo.flags import flag, fraction, options_from
 from zoo.checkpoint import open_detector
 from zoo.inference.inputs import LIST_PREFIX, InputImages, Skipped, expand_inputs, is_inside
 from zoo.inference.runner import MAX_DETECTIONS, SCORE_THRESHOLD
@@ -85,7 +86,8 @@ class DetectOptions:
     lists: Tuple[str, ...] = ()              # text files listing inputs, one a line
     recursive: bool = False                  # folders: their subfolders too
     every: int = 1                           # videos: every Nth frame
-    threshold: float = SCORE_THRESHOLD       # lowest score kept, a detector's default
+    threshold: float = flag(SCORE_THRESHOLD, "lowest score kept",  # a detector's default
+                            type=fraction)
     max_detections: int = MAX_DETECTIONS     # the best-scoring ones kept per picture
     tiles: Optional[int] = None              # tile side in pixels: run tiles too (small objects)
     tile_overlap: Optional[float] = None     # share of a tile's side; None: tiles' default
@@ -119,6 +121,11 @@ class DetectOptions:
         if self.image_format not in (None,) + FORMATS:
             raise OptionsError("image_format must be one of %s, got %r"
                                % (", ".join(FORMATS), self.image_format))
+
+    @classmethod
+    def from_flags(cls, args, **values):
+        """The options of ``zoo detect``'s parsed flags, those of ``values`` given."""
+        return options_from(cls, args, **values)
 
 
 @dataclass(frozen=True)

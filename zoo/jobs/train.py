@@ -25,7 +25,7 @@ from zoo.engine.health.report import HealthReport
 from zoo.engine.health.summary import HealthSummary
 from zoo.engine.hooks import DivergenceCheck, ProgressBar, default_hooks, last_checkpoint_note
 from zoo.engine.precision import resolve_dtype
-from zoo.engine.trainer import OptimizerOptions, Trainer, TrainerOptions, TrainingInterrupted
+from zoo.engine.trainer import Trainer, TrainingInterrupted
 from zoo.errors import OptionsError
 from zoo.model import build_model
 from zoo.config.registry import network_config
@@ -34,7 +34,7 @@ from zoo.jobs.datasets import DataSplit
 from zoo.jobs.train_options import TrainOptions  # the job's options, defined without MXNet
 
 __all__ = ["LOG", "TrainOptions", "build_train_model", "data_census", "eval_command",
-           "learning_rate", "make_trainer", "open_data", "optimizer_options", "resume_prefix",
+           "learning_rate", "make_trainer", "open_data", "resolved", "resume_prefix",
            "total_batch", "train", "training_loader"]
 
 LOG = logging.getLogger("zoo.train")
@@ -102,9 +102,9 @@ def make_trainer(options, kvstore=None):
                           overwrite=options.overwrite, progress=options.progress,
                           run=run_record(options),
                           checks=health_checks(options, prefix, train_set, val_set, model))
-    return Trainer(model, loader, trainer_options(options, precision),
-                   optimizer_options(options, lr), hooks=hooks, kvstore=kvstore,
-                   initial_params=initial_params(options, model), health=health)
+    return Trainer(model, loader, resolved(options, lr, precision), hooks=hooks,
+                   kvstore=kvstore, initial_params=initial_params(options, model),
+                   health=health)
 
 
 def make_overfit_trainer(options, kvstore=None):
@@ -132,8 +132,8 @@ def make_overfit_trainer(options, kvstore=None):
         skip_bad=options.skip_bad), options.overfit_batch)
     hooks = [DivergenceCheck(os.path.join(options.output_dir, model.name)),
              OverfitCheck(loader)] + ([ProgressBar()] if options.progress else [])
-    return Trainer(model, loader, replace(trainer_options(options, precision), epochs=1),
-                   replace(optimizer_options(options, lr), wd=0.0, lr_steps=(), warmup_epochs=0.0),
+    return Trainer(model, loader, replace(resolved(options, lr, precision), epochs=1, wd=0.0,
+                                          lr_steps=(), warmup_epochs=0.0),
                    hooks=hooks, initial_params=initial_params(options, model),
                    health=HealthReport())
 
@@ -306,29 +306,20 @@ def check_batch_size(options, samples, num_workers):
                                else ""))
 
 
-def trainer_options(options, precision):
-    """The Trainer's options; ``precision`` is the resolved ``dtype`` (fp32 or bf16)."""
-    return TrainerOptions(epochs=options.epochs, batch_size=options.batch_size,
-                          ctx=options.ctx, kv_store=options.kv_store,
-                          freeze=options.freeze or None, memory_saving=options.memory_saving,
-                          seed=options.seed, freeze_bn=options.freeze_bn or None,
-                          dtype=precision)
+def resolved(options, lr, precision):
+    """The options as the Trainer takes them (a :class:`TrainOptions` is its trainer's and
+    optimizer's options both): the run's ``lr`` (:func:`learning_rate`) and ``precision``,
+    the resolved ``dtype`` (fp32 or bf16)."""
+    return replace(options, lr=lr, dtype=precision)
 
 
 def check_options(options):
-    """Refuse options the trainer's or the optimizer's options would (the dtype, the freeze
-    patterns, the lr schedule, ...): they are built here for their checks alone."""
-    trainer_options(options, resolve_dtype(options.dtype, options.ctx)[0])
+    """Refuse options the trainer or the optimizer would (the dtype, the freeze patterns,
+    the lr schedule, ...), before the run touches anything."""
     # Any positive lr checks the schedule: the run's own depends on the model (learning_rate).
-    optimizer_options(options, options.lr or 1.0)
-
-
-def optimizer_options(options, lr):
-    """The optimizer's options at the run's ``lr`` (:func:`learning_rate`)."""
-    return OptimizerOptions(name=options.optimizer, lr=lr, momentum=options.momentum,
-                            wd=options.wd, clip_gradient=options.clip_gradient,
-                            lr_steps=options.lr_steps, lr_factor=options.lr_factor,
-                            warmup_epochs=options.warmup_epochs)
+    run = resolved(options, options.lr or 1.0, resolve_dtype(options.dtype, options.ctx)[0])
+    run.check_trainer()
+    run.check_optimizer()
 
 
 def run_record(options):

@@ -1,69 +1,104 @@
 """What ``zoo train`` runs, as options: :class:`TrainOptions`, in a module that loads no MXNet,
 so that the command line's parser (``zoo train --help``) and ``zoo check-data``'s, which
 shares its data flags, build without it. The job itself is :func:`zoo.jobs.train.train`,
-whose module hands these options on."""
+whose module hands these options on.
+
+Each option is declared once, as a field with its flag (:func:`zoo.flags.flag`): the training
+loop's in :mod:`zoo.engine.options` (:class:`TrainOptions` is a
+:class:`~zoo.engine.options.TrainerOptions` and an
+:class:`~zoo.engine.options.OptimizerOptions`, and the Trainer takes it as both), the job's
+own here. The flags that several commands share (``--dataset``, ``--data-shape``,
+``--batch-size``, ``--ctx``, ...) are declared in :mod:`zoo.cli.common`, with these fields'
+defaults; a test (``tests/zoo/test_flags.py``) holds each field and its flag together."""
 import os
 from dataclasses import dataclass
-from typing import Optional, Tuple
+from typing import Optional
+
+from zoo.choices import OVERFIT_FRACTION
+from zoo.distributed.cluster import DEFAULT_CONNECT_TIMEOUT
+from zoo.engine.options import KV_STORES, OptimizerOptions, TrainerOptions
+from zoo.flags import (flag, float_in, fraction, nonnegative_int, options_from,
+                       positive_float, positive_int)
+from zoo.flags import network as network_name  # "network" is the field's name
 
 __all__ = ["KV_STORES", "TrainOptions"]
 
-KV_STORES = ("local", "device", "dist_sync", "dist_device_sync", "dist_async")
-
 
 @dataclass(frozen=True)
-class TrainOptions:
-    network: Optional[str] = None        # registered model name or YAML config path (None:
-                                         # init_from's stored config)
+class TrainOptions(TrainerOptions, OptimizerOptions):
+    """A training run: the loop's options (:class:`~zoo.engine.options.TrainerOptions`:
+    ``epochs``, ``batch_size``, ``ctx``, ``kv_store``, ``freeze``, ``memory_saving``,
+    ``seed``, ``freeze_bn``, ``dtype``, which may be ``auto`` here), the optimizer's
+    (:class:`~zoo.engine.options.OptimizerOptions`: ``optimizer``, ``lr``, ``momentum``,
+    ``wd``, ``clip_gradient``, ``lr_steps``, ``lr_factor``, ``warmup_epochs``), and the data
+    and the job's own below. Checked when the run starts (:func:`zoo.jobs.train.train`), once
+    ``lr`` and ``dtype`` are resolved."""
+    network: Optional[str] = flag(       # None: init_from's stored config
+        None, "registered model name or YAML config path (default with --init-from: the "
+              "config its artifact stores)", type=network_name)
     dataset: str = "embedded"            # a kind of zoo.data.factory.KINDS
     data_root: str = os.path.join("output", "shapes")
     train_split: str = "train"
     val_split: str = "val"               # "" for no validation
     data_shape: Optional[int] = None     # None: the config's
-    batch_size: int = 16                 # samples per step of this process, over its devices
-    epochs: int = 10
-    lr: Optional[float] = None           # None: the architecture's recipe lr, scaled
-                                         # linearly to the total batch
-                                         # (zoo.jobs.train.learning_rate)
-    lr_steps: Tuple[float, ...] = ()     # epochs at which the lr drops
-    lr_factor: float = 0.1
-    warmup_epochs: float = 0.0
-    optimizer: str = "sgd"
-    momentum: float = 0.9
-    wd: float = 5e-4
-    clip_gradient: Optional[float] = None
-    ctx: str = "cpu"                     # "cpu" or "gpu0,1,..."
-    kv_store: str = "local"
-    connect_timeout: Optional[float] = None   # dist: None is $ZOO_CONNECT_TIMEOUT, else 120 s
-    pretrained_backbone: bool = False
-    freeze: str = ""                     # regular expression of parameter names kept fixed
-    freeze_bn: str = ""                  # regular expression of BatchNorm layer names frozen
-                                         # (running statistics in training, all fixed)
-    resume: str = ""                     # an artifact prefix, or "auto" for this run's own
-    init_from: str = ""                  # an artifact prefix a new run starts from
-                                         # (zoo.engine.finetune)
-    init_epoch: Optional[int] = None     # its epoch (None: best validated, else newest)
-    overwrite: bool = False              # start afresh over another run's checkpoints
-    keep_last: int = 3                   # epochs kept besides the best validated one
-    output_dir: str = os.path.join("output", "train")
+    lr: Optional[float] = flag(          # None: the recipe's (zoo.jobs.train.learning_rate)
+        None, "learning rate of a step, kept whatever the batch (default: the architecture's "
+              "recipe lr scaled linearly to the total batch, --batch-size x dist_sync "
+              "workers; the run's first line says which); gradients are averaged over devices "
+              "and dist_sync workers", type=positive_float)
+    connect_timeout: Optional[float] = flag(
+        None, "seconds a dist worker waits for its cluster before it fails (default: "
+              "$ZOO_CONNECT_TIMEOUT, else %g)" % DEFAULT_CONNECT_TIMEOUT, type=positive_float)
+    pretrained_backbone: bool = flag(
+        False, "start the backbone from GluonCV's ImageNet weights in $MXNET_HOME/models")
+    resume: str = flag("", "artifact prefix to continue from, or 'auto' for this run's own",
+                       metavar="PREFIX|auto")
+    init_from: str = flag(               # zoo.engine.finetune
+        "", "start a new run from this artifact (trained, or imported from GluonCV): arrays of "
+            "equal name and shape copied, the class layers taken class by class where class "
+            "names are shared, the rest afresh; same architecture and backbone",
+        metavar="PREFIX")
+    init_epoch: Optional[int] = flag(
+        None, "epoch of --init-from (default: its best validated, else newest)",
+        type=nonnegative_int, metavar="N")
+    overwrite: bool = flag(
+        False, "start afresh in an --output-dir that holds another run's checkpoints")
+    keep_last: int = flag(3, "checkpoints kept besides the best validated one",
+                          type=positive_int)
+    output_dir: str = flag(os.path.join("output", "train"),
+                           "folder of the artifact (PREFIX = <output-dir>/<model name>) and "
+                           "the CSV log")
     data_threads: Optional[int] = None   # None: all cores
-    seed: int = 0
-    val_interval: int = 1
-    max_expand: float = 4.0              # largest zoom-out of SSD's augmentation (1: none)
-    crop: bool = True                    # SSD's IoU-constrained random crop
+    val_interval: int = flag(1, "validate every N epochs", type=positive_int)
+    max_expand: float = flag(4.0, "largest zoom-out of the expansion augmentation (1 disables "
+                                  "it)", type=float_in(1.0))
+    crop: bool = flag(True, "no IoU-constrained random crop in the augmentation")
     skip_bad: bool = False
-    max_skipped: float = 0.2             # with skip_bad: the largest share of a split's
-                                         # images it may drop (more stops the run)
+    max_skipped: float = flag(
+        0.2, "with --skip-bad: stop when more than this share of a split's images would be "
+             "dropped, rather than train on the few left", type=fraction, metavar="SHARE")
     annotations: Optional[str] = None    # coco: the annotation file ({split}: the split)
     image_dir: Optional[str] = None      # coco: the image folder ({split}: the split)
-    memory_saving: bool = False
     progress: bool = True
-    health: bool = True                  # the training-health checks (zoo.engine.health)
-    reference: str = ""                  # the CSV log of a run to compare with (its prefix
-                                         # or folder also do; zoo.engine.health.reference)
-    overfit_batch: Optional[int] = None  # at most this many steps on one fixed batch,
-                                         # passing once the loss is below
-                                         # zoo.choices.OVERFIT_FRACTION of its start
-                                         # (zoo.engine.health.overfit); no checkpoint
-    dtype: str = "fp32"                  # fp32, bf16 or auto: the layers' precision
-                                         # (zoo.engine.precision)
+    health: bool = flag(
+        True, "turn the training-health checks off (see the README's \"When training goes "
+              "wrong\"); the run then prints no health warning")
+    reference: str = flag(               # zoo.engine.health.reference
+        "", "compare each epoch's loss and validation mAP with those of another run (its CSV "
+            "log as zoo train writes it, its artifact prefix or folder) and warn when this one "
+            "falls behind by more than a band", metavar="RUN")
+    overfit_batch: Optional[int] = flag(  # zoo.engine.health.overfit
+        None, "sanity mode: train up to STEPS steps on one fixed batch (the first --batch-size "
+              "images of the training split, no augmentation, no weight decay, no lr schedule, "
+              "no checkpoint) and pass once the loss is below %g%%%% of its start, else fail "
+              "naming the loss it reached" % (100 * OVERFIT_FRACTION),
+        type=positive_int, metavar="STEPS")
+
+    def __post_init__(self):
+        # Not the loop's checks: dtype may be auto and lr None until the run resolves them.
+        object.__setattr__(self, "lr_steps", tuple(self.lr_steps))
+
+    @classmethod
+    def from_flags(cls, args):
+        """The options of ``zoo train``'s parsed flags (every field has one)."""
+        return options_from(cls, args)

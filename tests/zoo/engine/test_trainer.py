@@ -181,7 +181,7 @@ def test_options_are_checked_in_one_line():
     with pytest.raises(ValueError, match="freeze '\\(' is not a regular expression"):
         TrainerOptions(epochs=1, batch_size=2, freeze="(")
     with pytest.raises(ValueError, match="optimizer 'adagrad': one of sgd, nag, adam"):
-        OptimizerOptions(name="adagrad")
+        OptimizerOptions(optimizer="adagrad")
     with pytest.raises(ValueError, match="batch size 2 is not batch_size 4"):
         Trainer(tiny_model(), loader(), TrainerOptions(epochs=1, batch_size=4),
                 OptimizerOptions())
@@ -349,9 +349,9 @@ def test_resume_with_another_optimizer_starts_its_state_afresh(tmp_path, caplog)
     train(tmp_path, epochs=1, optimizer=OptimizerOptions(lr=0.01, lr_steps=(1,)))
     caplog.set_level(logging.INFO, logger="zoo.train")
     rows = train(tmp_path, epochs=2, resume=prefix_in(tmp_path),
-                 optimizer=OptimizerOptions(name="adam", lr=0.001, lr_steps=(1,)))
+                 optimizer=OptimizerOptions(optimizer="adam", lr=0.001, lr_steps=(1,)))
     line, = [r.getMessage() for r in caplog.records if "resumed" in r.getMessage()]
-    assert "name sgd -> adam" in line and "the sgd state is dropped, adam starts afresh" in line
+    assert "optimizer sgd -> adam" in line and "the sgd state is dropped, adam starts afresh" in line
     # The schedule went on from the saved update count: past the drop at epoch 1.
     assert rows[0]["lr"] == pytest.approx(0.0001)
     assert artifact.load_optimizer_state(prefix_in(tmp_path), 2).info["settings"][
