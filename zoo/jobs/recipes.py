@@ -107,18 +107,21 @@ C4 = Recipe(
                  dataset="voc", data_shape=160, batch_size=8, epochs=3, optimizer="adam",
                  lr=0.001, wd=1e-4, warmup_epochs=0.2, lr_steps=(2,), val_interval=1,
                  overwrite=True),
-    # provisional: one run (seed 0, Xeon AVX-512/AMX) 0.3326, +-7 points (the FPN recipe's
-    # two seeds differed by 5.7)
-    Band(0.26, 0.41, "provisional: 1 run, seed 0 on a Xeon with AVX-512/AMX, 0.333"),
-    Band(0.10, 0.22, "provisional: the same run, 0.161"))
+    # 6 runs, seeds 0-2 on a Xeon with AVX-512 and AMX, as it is and capped to AVX2:
+    # VOC07 0.2794-0.3326, mean 0.3142, sd 0.0207; COCO AP 0.1409-0.1640, mean 0.1519, sd
+    # 0.0095; each band the mean +- 2 sd, rounded outwards
+    Band(0.27, 0.36, "mean +- 2 sd of 6 runs, seeds 0-2 on a Xeon with AVX-512/AMX and "
+                     "capped to AVX2, 0.279-0.333"),
+    Band(0.13, 0.18, "mean +- 2 sd of the same 6 runs, 0.141-0.164"))
 FPN = Recipe(
     "faster_rcnn_fpn", 600,
     replace(C4.train, network=os.path.join(CHECKOUT_CONFIGS,
                                            "embedded_faster_rcnn_fpn_mobilenetv2.yaml")),
-    # provisional: two runs (seeds 0 and 1, Xeon AVX-512/AMX) 0.4193 and 0.4763, +-5 points
-    Band(0.37, 0.53, "provisional: 2 runs, seeds 0-1 on a Xeon with AVX-512/AMX, "
-                     "0.419-0.476"),
-    Band(0.22, 0.35, "provisional: the same runs, 0.276-0.293"))
+    # 6 runs as C4's: VOC07 0.4193-0.4860, mean 0.4635, sd 0.0241; COCO AP 0.2721-0.3132,
+    # mean 0.2892, sd 0.0166
+    Band(0.41, 0.52, "mean +- 2 sd of 6 runs, seeds 0-2 on a Xeon with AVX-512/AMX and "
+                     "capped to AVX2, 0.419-0.486"),
+    Band(0.25, 0.33, "mean +- 2 sd of the same 6 runs, 0.272-0.313"))
 
 RECIPES = {recipe.name: recipe for recipe in (SSD, C4, FPN)}
 """The recipes by name: ``ssd`` is ``make demo``'s."""
