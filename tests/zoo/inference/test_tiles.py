@@ -253,3 +253,12 @@ def test_zoo_detect_refuses_a_bad_tile_setting_in_one_line(tmp_path, capsys, fla
     assert status in (1, 2)  # a user error, a usage error
     assert err.startswith("zoo detect: error: ") and err.count("\n") == 1
     assert words in err
+
+
+def test_the_continue_command_keeps_the_tiles():
+    from zoo.cli import build_parser
+    from zoo.cli.detect import continue_command, detect_options
+    given = detect_options(build_parser("detect").parse_args(
+        ["detect", "--checkpoint", "m.onnx", "photos/", "--tiles", "400", "--tile-overlap",
+         "0.3"]))
+    assert " --tiles 400 --tile-overlap 0.3 " in continue_command(given)
