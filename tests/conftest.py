@@ -56,11 +56,25 @@ DEEPER_TWINS = {
     "faster_rcnn_resnet101": "faster_rcnn_resnet50",
     "faster_rcnn_fpn_resnet101": "faster_rcnn_fpn_resnet50",
 }
-END_TO_END_RUNS = [pytest.param(name, marks=pytest.mark.slow) if name in DEEPER_TWINS
-                   else name for name in END_TO_END_MODELS]
+GLUONCV_LAYOUTS = {
+    # model: the zoo's model of the same architecture and depth. GluonCV's layouts of
+    # ResNet-50 (v1 and v1b stems, its anchors and sizes), whose graphs tests/zoo/gluoncv/
+    # proves against GluonCV's own networks.
+    "ssd_resnet50_v1_gluoncv_voc": "ssd_resnet50",
+    "faster_rcnn_resnet50_gluoncv_voc": "faster_rcnn_resnet50",
+    "faster_rcnn_fpn_resnet50_gluoncv_coco": "faster_rcnn_fpn_resnet50",
+}
+END_TO_END_QUICK = {name for name in END_TO_END_MODELS
+                    if name.endswith(("_mobilenetv2", "_mobilenetv2_stride8", "_resnet50"))}
+"""The models `make test` runs end to end: every architecture on MobileNetV2 and on ResNet-50.
+The others (:data:`DEEPER_TWINS`, :data:`GLUONCV_LAYOUTS`, InceptionV3) run end to end in
+`make test-slow` (InceptionV3 and the GluonCV layouts took about 140 s of the two
+workers' time in `make test`); every one of them is still built,
+exported, proved against its graph and quantized in `make test`."""
+END_TO_END_RUNS = [name if name in END_TO_END_QUICK else pytest.param(name, marks=pytest.mark.slow)
+                   for name in END_TO_END_MODELS]
 """:data:`END_TO_END_MODELS` for the longest end-to-end runs (training an epoch, the ONNX
-export): :data:`DEEPER_TWINS` run in `make test-slow` only (about 70 s of the two workers'
-time in `make test`, where the shallower twin runs)."""
+export), the ones outside :data:`END_TO_END_QUICK` in `make test-slow`."""
 
 
 @pytest.fixture(scope="module")

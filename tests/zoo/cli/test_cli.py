@@ -228,6 +228,7 @@ def test_every_help_loads_no_mxnet():
         assert code in (0, None) and out.startswith("usage: "), (argv, code, out)
 
 
+@pytest.mark.slow  # 45 s: in `make test-slow`, to keep `make test` within its 12 minutes
 def test_train_eval_demo_quantize_export_from_other_folders(shapes192, tmp_path, monkeypatch):
     """The whole path through ``python -m zoo``: trained in one folder from a user's YAML
     (by relative path), then used from another folder once the YAML is gone, and once

@@ -169,6 +169,7 @@ def test_training_refuses_one_annotation_file_for_both_splits(own_coco, tmp_path
                    % annotation_file)
 
 
+@pytest.mark.slow  # 10-30 s: in `make test-slow`, to keep `make test` within its 12 minutes
 def test_export_calibrates_openvino_int8_on_the_users_own_coco_file(detector_prefix, own_coco,
                                                                     tmp_path, capsys):
     annotation_file, image_dir = own_coco

@@ -144,6 +144,7 @@ def epoch_of(prefix):
     return artifact.latest_epoch(prefix) if os.path.exists(os.path.dirname(prefix)) else None
 
 
+@pytest.mark.slow  # 10-30 s: in `make test-slow`, to keep `make test` within its 12 minutes
 def test_readme_two_host_training_survives_a_lost_host_and_resumes(test_hosts):
     """docs/distributed.md's example: each host trains on its own copy of the data and only rank 0
     writes checkpoints. Rank 0's host drops off the network during epoch 2: the launch ends

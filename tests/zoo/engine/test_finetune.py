@@ -183,6 +183,7 @@ def small_rcnn_config(tmp_path):
     return path
 
 
+@pytest.mark.slow  # 10-30 s: in `make test-slow`, to keep `make test` within its 12 minutes
 def test_an_imported_gluoncv_faster_rcnn_fine_tunes_onto_two_classes(two_classes, tmp_path,
                                                                      caplog, capsys):
     from test_gluoncv_rcnn import random_gluon_net

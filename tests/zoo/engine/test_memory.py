@@ -103,6 +103,7 @@ def test_recomputing_gives_the_same_losses_gradients_and_statistics():
                      training_step(recomputing, input_shapes, inputs, arg_params, aux_params))
 
 
+@pytest.mark.slow  # 10-30 s: in `make test-slow`, to keep `make test` within its 12 minutes
 def test_benchmark_tool_reports_memory_and_time_of_each_configuration():
     out = subprocess.run(
         [sys.executable, os.path.join(ROOT, "tools", "benchmark_memory.py"), "--network",

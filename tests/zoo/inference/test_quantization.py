@@ -272,6 +272,7 @@ def tool(name, *flags):
     return result.stdout
 
 
+@pytest.mark.slow  # 10-30 s: in `make test-slow`, to keep `make test` within its 12 minutes
 def test_quantize_tool_writes_a_checkpoint_that_eval_demo_and_benchmark_take(tmp_path):
     from zoo import artifact
     from zoo.data import embedded

@@ -348,6 +348,7 @@ def test_every_model_trains_and_evaluates(network, shapes192, tmp_path):
     assert result.images == 4
 
 
+@pytest.mark.slow  # 10-30 s: in `make test-slow`, to keep `make test` within its 12 minutes
 def test_benchmark_names_what_the_fastest_deployment_gives_up_on_a_dataset(
         trained, shapes192, monkeypatch, tmp_path):
     from zoo_bench import inference as benchmark_job

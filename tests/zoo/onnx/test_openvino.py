@@ -300,6 +300,7 @@ def test_int8_export_flags_are_checked_in_one_line(flags, expected, tmp_path, ca
     assert not os.listdir(tmp_path)
 
 
+@pytest.mark.slow  # 10-30 s: in `make test-slow`, to keep `make test` within its 12 minutes
 def test_benchmark_compare_all_times_every_deployment_and_names_the_fastest(monkeypatch):
     monkeypatch.setattr(benchmark_job, "gluoncv_names", lambda network: ())
     monkeypatch.setattr(benchmark_job, "matmul_peak_gflops", lambda: 100.0)  # seconds each
