@@ -224,6 +224,7 @@ def random_params(symbol, data_shape, seed):
     return arg_params, aux_params
 
 
+@pytest.mark.slow  # 10-30 s: in `make test-slow`, to keep `make test` within its 12 minutes
 def test_fast_entropy_calibration_matches_mxnet_collector():
     """Histograms gathered from the graph's outputs give MXNet's KL thresholds, including
     when a later batch widens a layer's range (the second batch is scaled up)."""

@@ -274,6 +274,7 @@ def top10_agreement(expected, found):
     return agreed / total
 
 
+@pytest.mark.slow  # 10-30 s: in `make test-slow`, to keep `make test` within its 12 minutes
 def test_openvino_int8_detects_what_fp32_detects(trained, shapes, tmp_path, capsys):
     """Calibrated on the training split through ``zoo export``; compared on the held-out
     images, which calibration never saw."""
