@@ -48,29 +48,14 @@ SETTINGS_VARIANTS = {
 END_TO_END_MODELS = sorted(set(zoo.list_models()) - set(SETTINGS_VARIANTS))
 """The registered models the end-to-end tests run: all but :data:`SETTINGS_VARIANTS`."""
 
-DEEPER_TWINS = {
-    # model: the model it deepens. ResNet-101 is ResNet-50 with 17 more stage-3 units
-    # (test_models.test_resnet101_adds_exactly_17_stage3_units), built by the same builders;
-    # every model's graph is still built, exported, proved and quantized in `make test`.
-    "ssd_resnet101": "ssd_resnet50",
-    "faster_rcnn_resnet101": "faster_rcnn_resnet50",
-    "faster_rcnn_fpn_resnet101": "faster_rcnn_fpn_resnet50",
-}
-GLUONCV_LAYOUTS = {
-    # model: the zoo's model of the same architecture and depth. GluonCV's layouts of
-    # ResNet-50 (v1 and v1b stems, its anchors and sizes), whose graphs tests/zoo/gluoncv/
-    # proves against GluonCV's own networks.
-    "ssd_resnet50_v1_gluoncv_voc": "ssd_resnet50",
-    "faster_rcnn_resnet50_gluoncv_voc": "faster_rcnn_resnet50",
-    "faster_rcnn_fpn_resnet50_gluoncv_coco": "faster_rcnn_fpn_resnet50",
-}
 END_TO_END_QUICK = {name for name in END_TO_END_MODELS
                     if name.endswith(("_mobilenetv2", "_mobilenetv2_stride8"))}
-"""The models `make test` runs end to end: every architecture on MobileNetV2. The others
-(ResNet-50, :data:`DEEPER_TWINS`, :data:`GLUONCV_LAYOUTS`, InceptionV3) run end to end in
-`make test-slow` (ResNet-50's, InceptionV3's and the GluonCV layouts' took about 210 s of the
-two workers' time in `make test`); every one of them is still built, exported, proved against
-its graph and quantized in `make test`."""
+"""The models `make test` runs end to end: every architecture on MobileNetV2. The others run
+end to end in `make test-slow`: ResNet-50 and InceptionV3, the ResNet-101 twins (ResNet-50
+with 17 more stage-3 units, test_model.test_resnet101_adds_exactly_17_stage3_units) and
+GluonCV's ResNet-50 layouts (proved against GluonCV's own networks in tests/zoo/gluoncv/),
+about 210 s of the two workers' time in `make test`. Every one of them is still built,
+exported, proved against its graph and quantized in `make test`."""
 END_TO_END_RUNS = [name if name in END_TO_END_QUICK else pytest.param(name, marks=pytest.mark.slow)
                    for name in END_TO_END_MODELS]
 """:data:`END_TO_END_MODELS` for the longest end-to-end runs (training an epoch, the ONNX
