@@ -28,7 +28,7 @@ import shlex
 from zoo.errors import Interrupted
 from zoo.jobs.detect import FORMATS, DetectOptions, Stopped, detect
 from zoo.inference.tiles import DEFAULT_OVERLAP, MIN_TILE
-from zoo.cli.common import (add_batch_flag, add_checkpoint_flags, add_data_threads_flag,
+from zoo.cli.common import (add_checkpoint_flags, add_data_threads_flag,
                             add_exif_flag, add_input_size_flags, add_progress_flag, comma_list,
                             float_in, positive_int)
 from zoo.flags import add_flags
@@ -77,7 +77,7 @@ def add_arguments(p):
     p.add_argument("--classes", type=comma_list(str), default=DetectOptions.classes,
                    metavar="NAME,...",
                    help="keep only these classes (default: all)")
-    add_batch_flag(p, DetectOptions.batch_size)
+    add_flags(p, DetectOptions, "batch_size")
     add_input_size_flags(p, DetectOptions, max_size=True, of_checkpoint=True)
     p.add_argument("--format", dest="image_format", choices=FORMATS,
                    default=DetectOptions.image_format,

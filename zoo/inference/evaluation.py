@@ -21,7 +21,7 @@ from zoo.metrics.coco import category_ap, coco_evaluator
 __all__ = ["coco_report", "dataset_rows", "in_pixels", "voc_scores"]
 
 
-def dataset_rows(detector, dataset, batch_size=8, progress=True, tiles=None):
+def dataset_rows(detector, dataset, batch_size=None, progress=True, tiles=None):
     """Detections for every image of ``dataset``, in order, by any detector
     (:class:`zoo.Detector`, a deployed ONNX or OpenVINO one): a list of ``(N, 6)`` arrays of
     rows ``[class, score, x1, y1, x2, y2]`` normalised to the image, real boxes only (padding

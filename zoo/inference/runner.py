@@ -39,7 +39,7 @@ from zoo.metrics.coco import corners_to_xywh, default_category_id
 from zoo.progress import NoBar, progress_bar
 
 __all__ = ["BatchDetector", "BatchRunner", "DatasetImages", "Detections", "ImageList",
-           "MAX_DETECTIONS", "MIN_BOX_PIXELS", "ReducedImage", "SCORE_THRESHOLD", "image_rows",
+           "BATCH_PIXELS", "MAX_BATCH", "MAX_DETECTIONS", "MIN_BOX_PIXELS", "ReducedImage", "SCORE_THRESHOLD", "default_batch_size", "image_rows",
            "label_names", "photo", "rgb_image", "write_coco_results"]
 
 EXPECTED_IMAGE = ("a path or an RGB uint8 array of shape HxW (gray), HxWx3 or HxWx4 "
@@ -61,6 +61,15 @@ otherwise: the one default of a detector's ``score_threshold``, ``zoo detect`` a
 demo --threshold`` and :func:`zoo.inference.visualize.draw_detections`, so that a photo gives
 the same detections from the command line and from Python. (The graph's own pre-NMS
 threshold, a config's ``score_threshold``, only bounds what reaches this one.)"""
+BATCH_PIXELS = 1 << 20
+"""The network-input pixels a batch holds when the caller names no batch size
+(:func:`default_batch_size`): a batch's intermediate arrays grow with its pixels, and past
+about a megapixel a batch is no faster a picture on a CPU. Measured over 4000x3000 photos
+(zoo detect, 2 cores): a Faster R-CNN FPN ResNet-50 at 600x1000 peaked at 3.98 GB at batch 8
+against 1.86 GB at batch 1, and was no faster; an SSD-512 ResNet-50 ran 20% more images a
+second at batch 4 than at 1 (BENCHMARKS.md)."""
+MAX_BATCH = 8
+"""The most images a default batch holds (a small SSD's)."""
 MAX_DETECTIONS = 100
 """The detections kept per image unless the caller says otherwise (the best-scoring), by a
 detector and ``zoo detect`` alike."""
@@ -269,17 +278,19 @@ class BatchRunner:
     """
 
     def __init__(self, preprocessing, engine=None, workers=None):
+        self.default_batch_size = default_batch_size(preprocessing)
         self.transform = inference_transform(preprocessing)
         self.engine = engine
         self.workers = workers or preparing_threads()
 
-    def batches(self, source, batch_size):
+    def batches(self, source, batch_size=None):
         """Yield :class:`InputBatch` es of at most ``batch_size`` images of ``source`` (an
-        :class:`ImageList` or :class:`DatasetImages`), each of one input shape. Images are
+        :class:`ImageList` or :class:`DatasetImages`), each of one input shape (None: the
+        input's :func:`default_batch_size`). Images are
         prepared in order, up to :data:`PREFETCH_BATCHES` batches ahead; a shape's batch
         is run once full, or, partly filled, when its oldest image is the oldest waiting
         and :data:`GROUP_WINDOW` batches of images wait."""
-        batch_size = max(1, min(batch_size, len(source)))
+        batch_size = max(1, min(batch_size or self.default_batch_size, len(source)))
         groups = collections.OrderedDict()  # input shape: [(index, sample, size)], oldest first
         waiting = 0
         for index, prepared in self._prepared(source, batch_size):
@@ -300,7 +311,7 @@ class BatchRunner:
         for key in sorted(groups, key=lambda shape: groups[shape][0][0]):
             yield self._batch(groups[key], batch_size)
 
-    def outputs(self, source, batch_size, progress=None):
+    def outputs(self, source, batch_size=None, progress=None):
         """Yield ``(index, rows, (width, height))`` for every image of ``source``, in
         order: the graph's output rows of the image, a numpy (N, 6) array (``rows`` and
         the size None for an image the source skipped), only those of real boxes
@@ -402,6 +413,19 @@ class BatchRunner:
         return sample, image.size, image.extent
 
 
+def default_batch_size(preprocessing):
+    """The images a batch of ``preprocessing``'s input (a model's or an artifact's dict)
+    holds unless the caller names a batch size: as many as fit in :data:`BATCH_PIXELS` of
+    input, each counted at its largest (a Faster R-CNN's short side by its long-side limit),
+    1 to :data:`MAX_BATCH`: 8 for an SSD up to 362 pixels, 4 at 512, 1 for a Faster R-CNN
+    at 600x1000."""
+    if preprocessing.get("resize") == "short_side":
+        pixels = preprocessing["short_side"] * preprocessing["max_size"]
+    else:
+        pixels = preprocessing["data_shape"][0] ** 2
+    return max(1, min(MAX_BATCH, BATCH_PIXELS // pixels))
+
+
 def _progress_bar(description, total):
     if description is None:
         return NoBar()
@@ -453,7 +477,7 @@ class BatchDetector(abc.ABC):
         ``fetch(handle)`` (see :class:`BatchRunner`)."""
 
     def __call__(self, images, score_threshold=SCORE_THRESHOLD, max_detections=MAX_DETECTIONS,
-                 batch_size=8, tiles=None, tile_overlap=None):
+                 batch_size=None, tiles=None, tile_overlap=None):
         """:class:`Detections` of one image, or a list of them for a list (or tuple) of
         images. An image is a path or an RGB uint8 array HxW, HxWx3 or HxWx4; a JPEG file
         much larger than the input is decoded reduced to the size the input needs (libjpeg's
@@ -461,11 +485,12 @@ class BatchDetector(abc.ABC):
 
         Keeps the ``max_detections`` best-scoring boxes scoring at least ``score_threshold``
         (defaults :data:`MAX_DETECTIONS` and :data:`SCORE_THRESHOLD`, as ``zoo detect``'s).
-        Images run up to ``batch_size`` at a time; the detections of an image do not depend
+        Images run up to ``batch_size`` at a time (None: as many as fill about a megapixel
+        of input, :func:`default_batch_size`); the detections of an image do not depend
         on the batch size. ``tiles``: a tile side in pixels, to run each image in
         overlapping tiles too, for small objects (``tile_overlap`` of a tile's side, default
         0.2; :mod:`zoo.inference.tiles`), as ``zoo detect --tiles``."""
-        if batch_size < 1 or max_detections < 0:
+        if (batch_size is not None and batch_size < 1) or max_detections < 0:
             raise ValueError("need batch_size >= 1 and max_detections >= 0, got %r and %r"
                              % (batch_size, max_detections))
         tiled = tiling(tiles, tile_overlap)

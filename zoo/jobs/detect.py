@@ -47,7 +47,7 @@ from zoo import runlock
 from zoo.atomicfile import TEMPORARY_MARK, remove_quietly, write_text
 from zoo.errors import DataError, Interrupted, OptionsError
 from zoo.filenames import unique_components
-from zoo.flags import flag, fraction, options_from
+from zoo.flags import flag, fraction, options_from, positive_int
 from zoo.checkpoint import open_detector
 from zoo.inference.inputs import LIST_PREFIX, InputImages, Skipped, expand_inputs, is_inside
 from zoo.inference.runner import MAX_DETECTIONS, SCORE_THRESHOLD
@@ -92,7 +92,10 @@ class DetectOptions:
     tiles: Optional[int] = None              # tile side in pixels: run tiles too (small objects)
     tile_overlap: Optional[float] = None     # share of a tile's side; None: tiles' default
     classes: Tuple[str, ...] = ()            # () all, else only these class names
-    batch_size: int = 8
+    batch_size: Optional[int] = flag(
+        None, "images per batch (default: as many as fill about a megapixel of the network's "
+              "input, at most 8: 8 for a small SSD, 4 at 512, 1 for a Faster R-CNN at "
+              "600x1000)", type=positive_int)
     image_format: Optional[str] = None       # None: each input's format; "png" or "jpg"
     pictures: bool = True                    # write the drawn pictures
     crops: bool = False                      # one picture per detection, a folder per class
@@ -109,7 +112,7 @@ class DetectOptions:
     def __post_init__(self):
         if not (self.inputs or self.lists):
             raise OptionsError("no inputs: name files, folders, globs or list files")
-        if min(self.every, self.batch_size, self.max_detections) < 1:
+        if min(self.every, self.batch_size or 1, self.max_detections) < 1:
             raise OptionsError("every, batch_size and max_detections must be at least 1, got "
                                "%r, %r and %r" % (self.every, self.batch_size,
                                                  self.max_detections))
