@@ -262,3 +262,29 @@ def test_the_continue_command_keeps_the_tiles():
         ["detect", "--checkpoint", "m.onnx", "photos/", "--tiles", "400", "--tile-overlap",
          "0.3"]))
     assert " --tiles 400 --tile-overlap 0.3 " in continue_command(given)
+
+
+@pytest.mark.parametrize("runtime", ["onnx", "openvino"])
+def test_zoo_detect_tiles_on_a_deployed_file_as_on_mxnet(tmp_path, detect_prefix, capsys,
+                                                          runtime):
+    """The same tiled ``zoo detect`` (default progress bar and batch) on the artifact and on
+    its ONNX Runtime or OpenVINO export finds the same boxes: tiles run through the one runner
+    in every runtime."""
+    pytest.importorskip("onnxruntime" if runtime == "onnx" else "openvino")
+    cv2.imwrite(str(tmp_path / "photo.jpg"), photo_with(SMALL, 400, 300))
+    deployed = str(tmp_path / ("ssd.onnx" if runtime == "onnx" else "ssd.xml"))
+    assert main(["export", "--checkpoint", detect_prefix, "--format", runtime,
+                 "--output", deployed]) == 0
+    found = {}
+    for name, checkpoint in (("mxnet", detect_prefix), (runtime, deployed)):
+        output = str(tmp_path / name)
+        status, err = zoo_detect(capsys, "--checkpoint", checkpoint, str(tmp_path / "photo.jpg"),
+                                 "--output", output, "--tiles", "128", "--threshold", "0.3")
+        assert status == 0, err
+        with open(os.path.join(output, "results.json")) as stream:
+            found[name] = sorted((row["class_id"], row["box"])
+                                 for row in json.load(stream)["images"][0]["detections"])
+    assert len(found["mxnet"]) > 3
+    assert [label for label, _ in found[runtime]] == [label for label, _ in found["mxnet"]]
+    np.testing.assert_allclose([box for _, box in found[runtime]],
+                               [box for _, box in found["mxnet"]], atol=0.5)
