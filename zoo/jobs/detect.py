@@ -71,6 +71,9 @@ absorb a slow disk."""
 MAX_WAITING = 32
 """Pictures waiting to be written before detection waits for them (their decoded images
 are held in memory)."""
+MAX_WAITING_BYTES = 256 << 20
+"""The decoded images they may hold at most: seven 4000x3000 photos (32 would hold 1.1 GB
+where a fast network outruns the writers)."""
 NAMED_ENTRIES = 3
 """Entries of a refused ``output`` named in the error."""
 FILE_FOLDERS = ("pictures", "labels", "crops")
@@ -265,14 +268,18 @@ class Writer:
         """Start writing one picture's ``files``; ``entry`` is recorded once they are
         written. Waits while a few batches' worth of pictures wait, so that kept images do
         not pile up in memory."""
-        self.drain(MAX_WAITING)
-        self.pending.append((self.pool.submit(self.write, files, image, found), entry))
+        self.drain(MAX_WAITING, MAX_WAITING_BYTES - (0 if image is None else image.nbytes))
+        self.pending.append((self.pool.submit(self.write, files, image, found), entry,
+                             0 if image is None else image.nbytes))
 
-    def drain(self, waiting):
+    def drain(self, waiting, waiting_bytes=None):
         """Record the pictures written, in order, waiting while more than ``waiting``
-        wait."""
-        while self.pending and (self.pending[0][0].done() or len(self.pending) > waiting):
-            future, entry = self.pending.popleft()
+        wait, or their images hold more than ``waiting_bytes``."""
+        held = sum(size for _, _, size in self.pending)
+        while self.pending and (self.pending[0][0].done() or len(self.pending) > waiting
+                                or (waiting_bytes is not None and held > waiting_bytes)):
+            future, entry, size = self.pending.popleft()
+            held -= size
             future.result()
             self.record(entry)
 
@@ -294,7 +301,7 @@ class Writer:
         self.pool.shutdown(wait=True)
         error = None
         while self.pending:
-            future, entry = self.pending.popleft()
+            future, entry, _ = self.pending.popleft()
             if future.exception() is None:
                 self.record(entry)
             else:

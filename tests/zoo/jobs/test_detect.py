@@ -337,3 +337,26 @@ def test_what_a_folder_leaves_out_is_named(prefix, photos, tmp_path, capsys, cap
                          "--exist-ok")
     assert status == 1 and err == "zoo detect: error: no images or videos in @%s\n" % listing
     assert "%s: left out 4 file(s)" % folder in caplog.text
+
+
+def test_pictures_waiting_for_the_writers_hold_a_bounded_memory(tmp_path, monkeypatch):
+    """Where the network outruns the writers (a slow disk, int8 on a fast CPU), detection
+    waits once the decoded photos waiting to be drawn hold ``MAX_WAITING_BYTES``, not only
+    once ``MAX_WAITING`` pictures wait (32 phone photos held 1.1 GB)."""
+    import threading
+
+    from zoo.jobs import detect as job
+    gate = threading.Event()
+    monkeypatch.setattr(job, "MAX_WAITING_BYTES", 5 << 20)
+    monkeypatch.setattr(job.Writer, "write", lambda self, files, image, found: gate.wait(30))
+    writer = job.Writer(str(tmp_path), CLASSES, True, False, False, record=lambda entry: None)
+    photo = np.zeros((1024, 1024, 3), np.uint8)  # 3 MB
+    writer.submit(None, photo, None, {})
+    second = threading.Thread(target=writer.submit, args=(None, photo, None, {}))
+    second.start()
+    second.join(0.5)
+    assert second.is_alive(), "a second 3 MB photo was queued past the 5 MB bound"
+    gate.set()
+    second.join(30)
+    assert not second.is_alive()
+    writer.close()
