@@ -67,6 +67,16 @@ def spread_ssd_artifact(prefix, class_names=DETECT_CLASSES, seed=0):
     return prefix
 
 
+def initialised_artifact(prefix, name, class_names, seed=0, **overrides):
+    """Write registered model ``name`` for ``class_names`` (config ``overrides``), its
+    parameters initialised with ``seed``, as an artifact at ``prefix``; returns ``prefix``."""
+    model = zoo.get_model(name, num_classes=len(class_names), class_names=list(class_names),
+                          **overrides)
+    model.init_params(seed=seed)
+    artifact.export(model, prefix)
+    return prefix
+
+
 def residual_gammas(symbol):
     """The scale parameters of the batch norms whose output is added to a residual sum."""
     nodes = json.loads(symbol.tojson())["nodes"]

@@ -14,7 +14,7 @@ from zoo.cli import main
 from zoo.data import embedded
 from zoo.inference.detector import MXNetEngine
 
-from factories import one_error_line, smooth_image
+from factories import initialised_artifact, one_error_line, smooth_image
 
 PHOTO = (240, 320)
 """(height, width) of the photo detected on: short side 240."""
@@ -23,12 +23,9 @@ PHOTO = (240, 320)
 @pytest.fixture(scope="module")
 def rcnn_prefix(tmp_path_factory):
     """A Faster R-CNN artifact (C4, MobileNetV2) trained at short side 128, long side 224."""
-    model = zoo.get_model("faster_rcnn_mobilenetv2", data_shape=128, max_size=224,
-                          num_classes=len(embedded.CLASSES), class_names=list(embedded.CLASSES))
-    model.init_params(seed=0)
-    prefix = str(tmp_path_factory.mktemp("rcnn") / "rcnn")
-    artifact.export(model, prefix)
-    return prefix
+    return initialised_artifact(str(tmp_path_factory.mktemp("rcnn") / "rcnn"),
+                                "faster_rcnn_mobilenetv2", embedded.CLASSES, data_shape=128,
+                                max_size=224)
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ from zoo import artifact
 from zoo.data import embedded
 import zoo.predictor
 
-from factories import TINY_SSD, tiny_ssd_yaml
+from factories import TINY_SSD, initialised_artifact, tiny_ssd_yaml
 
 from factories import ROOT
 ENV = dict(os.environ, PYTHONPATH=ROOT)
@@ -67,12 +67,8 @@ def notes(done):
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
     """A tiny SSD artifact of the embedded dataset's classes (conftest's ``shapes``)."""
-    model = zoo.get_model("ssd_mobilenetv2_stride8", num_classes=len(embedded.CLASSES),
-                          class_names=list(embedded.CLASSES), **TINY_SSD)
-    model.init_params(seed=0)
-    prefix = str(tmp_path_factory.mktemp("tiny") / "ssd")
-    artifact.export(model, prefix)
-    return prefix
+    return initialised_artifact(str(tmp_path_factory.mktemp("tiny") / "ssd"),
+                                "ssd_mobilenetv2_stride8", embedded.CLASSES, **TINY_SSD)
 
 
 @pytest.fixture(scope="module")
