@@ -29,7 +29,7 @@ def test_each_subject_gets_a_row_its_ratio_to_gluoncv_and_the_zoos_a_profile(tmp
         capture_output=True, text=True, timeout=1800)
     assert done.returncode == 0, done.stderr[-3000:]
     text = done.stdout
-    assert "2 photo(s) of 240x320, 320x240 (as stored), input short side 128" in text, text
+    assert "2 photo(s) of 320x240 (as stored), input short side 128" in text, text
     assert "VNNI: " in text and "DNNL_MAX_CPU_ISA=None" in text, text
     rows = {row[0]: row[1:] for row in ROW.findall(text)}
     assert list(rows) == ["zoo-fp32", "zoo-int8", "gluoncv"], text
@@ -58,6 +58,22 @@ def test_each_subject_gets_a_row_its_ratio_to_gluoncv_and_the_zoos_a_profile(tmp
             assert re.search(r"%s [\d.]+ s \(\d+%%\)" % part, profile.group(0)), profile
         assert float(re.search(r"network ([\d.]+) s", profile.group(0)).group(1)) > 0
     assert "where gluoncv's" not in text
+
+
+def test_the_table_gives_each_subject_its_ratio_to_gluoncvs_seconds_per_photo():
+    figures = large_photos.SubjectFigures
+    lines = large_photos.table_lines({
+        "zoo-fp32": figures(30.0, 6.0, 24.0 / 7, 2000.0, 12),
+        "zoo-int8": figures(20.0, 6.0, 2.0, 1500.0, 11),
+        "gluoncv": figures(62.0, 6.0, 8.0, 3000.0, None)}, 8)
+    rows = {row[0]: row[1:] for row in ROW.findall("\n".join(lines))}
+    assert rows == {"zoo-fp32": ("30.00", "6.00", "3.429", "2000", "12", "2.33x"),
+                    "zoo-int8": ("20.00", "6.00", "2.000", "1500", "11", "4.00x"),
+                    "gluoncv": ("62.00", "6.00", "8.000", "3000", "-", "1.00x")}
+    assert "under the noise" not in "\n".join(lines)
+    noisy = large_photos.table_lines({"zoo-fp32": figures(5.0, 6.0, -1.0, 900.0, 0),
+                                      "gluoncv": figures(9.0, 6.0, 3.0, 900.0, 0)}, 2)
+    assert ROW.findall("\n".join(noisy))[0][-1] == "-" and "under the noise" in noisy[-1]
 
 
 def test_the_peak_memory_of_each_process_is_its_own(tmp_path):
