@@ -36,7 +36,6 @@ import statistics
 import subprocess
 import sys
 import threading
-import time
 from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Optional
@@ -115,8 +114,17 @@ def run_setup(argv, what):
 
 
 def has_artifact(prefix):
+    """Whether ``prefix`` has a complete epoch (made by an earlier run)."""
     from zoo import artifact
     return bool(artifact.epochs(prefix))
+
+
+def artifact_meta(prefix):
+    """The metadata of the epoch ``zoo detect`` runs of ``prefix``: its best validated one,
+    else its newest."""
+    from zoo import artifact
+    epoch = artifact.best_epoch(prefix)
+    return artifact.read_meta(prefix, artifact.latest_epoch(prefix) if epoch is None else epoch)
 
 
 def fp32_artifact(options, log):
@@ -173,14 +181,11 @@ def calibration_file(paths, class_names, folder):
 def int8_artifact(fp32, base, paths, log):
     """``fp32`` quantized to int8 by ``zoo quantize``, calibrated on the first photos in one
     batch (kept at ``base-int8``)."""
-    from zoo import artifact
     prefix = base + "-int8"
     if has_artifact(prefix):
         return prefix
-    epoch = artifact.best_epoch(fp32)
-    meta = artifact.read_meta(fp32, artifact.latest_epoch(fp32) if epoch is None else epoch)
-    folder = os.path.dirname(prefix)
-    annotations, root = calibration_file(paths, meta["class_names"], folder)
+    annotations, root = calibration_file(paths, artifact_meta(fp32)["class_names"],
+                                         os.path.dirname(prefix))
     count = min(len(paths), CALIBRATION_PHOTOS)
     log("quantizing %s to int8, calibrated on %d photo(s), into %s" % (fp32, count, prefix))
     run_setup(zoo_command("quantize", "--checkpoint", fp32, "--dataset", "coco",
@@ -203,10 +208,8 @@ def exported(fp32, base, form, log):
 def subject_models(options, paths, log):
     """``{subject: checkpoint}`` of the zoo subjects, made where missing; and the fp32
     artifact's ``(class names, data_shape, max_size)`` GluonCV runs with."""
-    from zoo import artifact
     fp32 = fp32_artifact(options, log)
-    epoch = artifact.best_epoch(fp32)
-    meta = artifact.read_meta(fp32, artifact.latest_epoch(fp32) if epoch is None else epoch)
+    meta = artifact_meta(fp32)
     if meta["precision"].get("dtype", "fp32") != "fp32":
         raise OptionsError("--checkpoint %s is %s: give an fp32 artifact (its int8 is made "
                            "here)" % (fp32, meta["precision"].get("dtype")))
