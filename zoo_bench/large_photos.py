@@ -370,7 +370,7 @@ def benchmark_photos(options, log=print_line):
         log(line)
     if not any(r.detections for r in results.values()):
         log("no subject detected anything at the score threshold (fresh parameters?): "
-            "drawing and crops cost nothing here; give a trained --checkpoint to time them")
+            "drawing boxes and crops cost nothing here; time a trained --checkpoint for them")
     profiles = {}
     if options.profile:
         for subject in options.subjects:
