@@ -12,12 +12,14 @@ from zoo.choices import CALIB_MODES, COLLECTORS, TRAIN_DTYPES
 from zoo.config.registry import get_config, list_models, unknown_network
 from zoo.data.factory import KINDS
 from zoo.errors import OptionsError
+from zoo.flags import comma_list, flag, options_from, positive_int
 from zoo.inference.runner import SCORE_THRESHOLD
 from zoo.onnx.deployed import is_deployed
 
 __all__ = ["BUSY_CORES", "BenchmarkOptions", "COMPARISONS", "CONFIGURATIONS",
            "CalibrationBenchmarkOptions", "DATA_COMPARISONS", "DTYPES", "DataBenchmarkOptions",
            "DecodeBenchmarkOptions",
+           "PHOTO_ISAS", "PHOTO_SUBJECTS", "PhotosBenchmarkOptions", "image_size",
            "DetectorBenchmarkOptions", "GLUONCV_RECIPES", "MemoryBenchmarkOptions",
            "TilesBenchmarkOptions", "TrainBenchmarkOptions"]
 
@@ -374,3 +376,88 @@ class TilesBenchmarkOptions:
         if not 0.0 < low <= high < 1.0:
             raise OptionsError("object_sides must be two shares of the photo's side, 0 < "
                                "least <= most < 1, got %s" % (self.object_sides,))
+
+
+def image_size(text):
+    """``WIDTHxHEIGHT`` as ``(width, height)``: the size of generated photos."""
+    try:
+        width, height = (int(part) for part in text.lower().split("x"))
+    except ValueError:
+        raise ValueError("expected WIDTHxHEIGHT, e.g. 4000x3000") from None
+    return width, height
+
+
+PHOTO_SUBJECTS = ("zoo-fp32", "zoo-int8", "gluoncv", "onnx", "openvino")
+"""What ``zoo benchmark-photos`` times (:mod:`zoo_bench.large_photos`): ``zoo detect`` of the
+fp32 artifact, of its int8 quantization, of its ONNX export (ONNX Runtime) and of its
+OpenVINO export; GluonCV's ``load_test`` and ``net(x)``."""
+PHOTO_ISAS = ("avx2",)
+"""``--isa``: the instruction set oneDNN is capped to in every run (``DNNL_MAX_CPU_ISA``)."""
+
+
+@dataclass(frozen=True)
+class PhotosBenchmarkOptions:
+    """What ``zoo benchmark-photos`` times: ``zoo detect`` end to end (default flags) of
+    each of ``subjects`` on the same large photos, beside GluonCV's ``load_test`` and
+    ``net(x)``. The model: ``checkpoint`` (an fp32 artifact, run at its own size), else
+    ``network`` exported with fresh parameters at ``data_shape`` x ``max_size`` into
+    ``output_dir`` (kept there, as are its int8, ONNX and OpenVINO forms)."""
+    images: Tuple[str, ...] = flag((), "JPEG photos to detect on, at least 2 (default: "
+                                       "--num-images generated ones)", nargs="+",
+                                   metavar="JPEG")
+    num_images: int = flag(8, "photos generated without --images (at least 2), every other "
+                              "one turned by EXIF orientation 6", type=positive_int)
+    image_size: Tuple[int, int] = flag((4000, 3000), "size of the generated photos, "
+                                                     "WIDTHxHEIGHT", type=image_size,
+                                       metavar="WxH")
+    checkpoint: Optional[str] = flag(None, "fp32 artifact prefix to time, run at its own "
+                                           "input size (default: --network exported with "
+                                           "fresh parameters)", metavar="PREFIX")
+    network: str = flag("faster_rcnn_fpn_resnet50", "registered model exported without "
+                                                    "--checkpoint")
+    data_shape: int = flag(600, "short side --network is exported at (GluonCV's load_test "
+                                "short, too)", type=positive_int)
+    max_size: int = flag(1000, "long-side limit --network is exported at (GluonCV's "
+                               "load_test max_size, too)", type=positive_int)
+    subjects: Tuple[str, ...] = flag(("zoo-fp32", "zoo-int8", "gluoncv"),
+                                     "comma-separated, of %s" % ", ".join(PHOTO_SUBJECTS),
+                                     type=comma_list(str), metavar="NAME,...")
+    gluoncv_network: str = flag("faster_rcnn_fpn_resnet50_v1b_coco",
+                                "GluonCV's model the gluoncv subject runs (untrained, with "
+                                "the artifact's number of classes)", metavar="NAME")
+    runs: int = flag(1, "runs of each subject's two jobs (all photos, one photo); the "
+                        "median is reported", type=positive_int)
+    isa: Optional[str] = flag(None, "avx2: cap oneDNN to AVX2 in every run "
+                                    "(DNNL_MAX_CPU_ISA=AVX2), as on a CPU without AVX-512 "
+                                    "or VNNI", choices=PHOTO_ISAS)
+    profile: bool = flag(True, "no profile of where the zoo subjects' time goes")
+    output_dir: str = flag(os.path.join("output", "benchmark_photos"),
+                           "folder of the generated photos, the models, the runs' outputs, "
+                           "logs and profiles")
+    seed: int = flag(0, "seed of the generated photos", type=int)
+
+    def __post_init__(self):
+        object.__setattr__(self, "images", tuple(self.images))
+        object.__setattr__(self, "subjects", tuple(self.subjects))
+        if not self.subjects or set(self.subjects) - set(PHOTO_SUBJECTS):
+            raise OptionsError("subjects must be a non-empty list of %s, got %s"
+                               % (", ".join(PHOTO_SUBJECTS), ",".join(self.subjects)))
+        if min(self.data_shape, self.max_size, self.runs, *self.image_size) < 1:
+            raise OptionsError("data_shape, max_size, runs and image_size must be at least 1")
+        if (len(self.images) if self.images else self.num_images) < 2:
+            raise OptionsError("at least 2 photos are needed: a subject's cost per photo is "
+                               "the time of all over that of one")
+        missing = [path for path in self.images if not os.path.isfile(path)]
+        if missing:
+            raise OptionsError("image %s: no such file" % missing[0])
+        if self.checkpoint is None and unknown_network(self.network):
+            raise OptionsError(unknown_network(self.network))
+        if self.isa not in (None,) + PHOTO_ISAS:
+            raise OptionsError("isa must be one of %s, got %r" % (", ".join(PHOTO_ISAS),
+                                                                  self.isa))
+
+    @classmethod
+    def from_flags(cls, args, **values):
+        """The options of ``zoo benchmark-photos``'s parsed flags, those of ``values``
+        given."""
+        return options_from(cls, args, **values)

@@ -79,6 +79,9 @@ COMMANDS = {
     "benchmark-tiles": ("zoo_bench.cli.benchmark_tiles",
                         "COCO AP of a shapes detector on generated large photos of small "
                         "shapes, whole and in tiles"),
+    "benchmark-photos": ("zoo_bench.cli.benchmark_photos",
+                         "zoo detect end to end on large photos, fp32 and int8, beside "
+                         "GluonCV's load_test and net(x), and where its time goes"),
     "launch": ("launch", "run a command on every worker of a parameter-server cluster"),
     "plot-log": ("plot_log", "plot a training CSV log's loss and mAP curves into a PNG"),
     "quickstart": ("quickstart", "the `make demo` job: shapes dataset, train, eval, plot, draw"),

@@ -6,19 +6,10 @@ photos of ``--image-size`` (half turned by EXIF) into ``--output-dir``.
 Example:
     zoo benchmark-decode --num-images 16 --data-shape 600 --max-size 1000
 """
-from zoo_bench.options import DecodeBenchmarkOptions
+from zoo_bench.options import DecodeBenchmarkOptions, image_size
 from zoo.cli.common import add_input_size_flags, options_from, positive_int
 
 __all__ = ["add_arguments", "run"]
-
-
-def image_size(text):
-    """``WIDTHxHEIGHT`` as ``(width, height)``."""
-    try:
-        width, height = (int(part) for part in text.lower().split("x"))
-    except ValueError:
-        raise ValueError("expected WIDTHxHEIGHT, e.g. 4000x3000") from None
-    return width, height
 
 
 def add_arguments(p):
