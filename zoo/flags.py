@@ -98,6 +98,10 @@ def add_flag(parser, field, default):
         default = field.default
     if keywords.get("action") == "append":
         default = list(default)  # argparse appends to a copy of its default
+    text = getattr(keywords.get("type"), "text", None)
+    if text and isinstance(default, tuple) and default:
+        # Shown as it is typed; argparse parses a default given as text with the flag's type.
+        default = text(default)
     if default is REQUIRED:
         keywords["required"] = True
     else:
@@ -157,6 +161,7 @@ def comma_list(item_type):
     def parse(value):
         return tuple(item_type(item.strip()) for item in value.split(",") if item.strip())
     parse.__name__ = "comma-separated list"
+    parse.text = lambda items: ",".join(map(str, items))  # a default as --help shows it
     return parse
 
 
