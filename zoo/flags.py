@@ -68,7 +68,7 @@ def field_default(options_class, name):
     field = options_class.__dataclass_fields__[name]
     if field.default_factory is not dataclasses.MISSING:
         return field.default_factory()
-    return field.default
+    return getattr(options_class, name, REQUIRED)  # the class's, as it stands now
 
 
 def field_of(options_class, name):
