@@ -3,9 +3,11 @@ dataclass that holds it (:func:`flag`: its default, help text, flag name, type, 
 which a command's parser takes the flag (:func:`add_flags`) and its run builds the options
 back (:func:`options_from`, through the options class's own ``from_flags``: a call that names
 the class it builds lets a reader, and ``farm-studio walk``, follow a flag from the parsed
-arguments to the options and on to where the job reads it). Here too the argparse types that check a flag's
-value while the command line is parsed (a bad value is a usage error naming its flag, before
-any model or dataset is opened).
+arguments to the options and on to where the job reads it). An option several commands share
+has one field maker here (:func:`batch_size_flag`, :func:`data_shape_flag`, ...) that each
+options class holding it calls. Here too the argparse types that check a flag's value while
+the command line is parsed (a bad value is a usage error naming its flag, before any model
+or dataset is opened).
 
 Nothing here loads MXNet: the parsers (``--help``) build from these alone."""
 import argparse

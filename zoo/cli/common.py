@@ -3,25 +3,18 @@ aliases of old flag names. A command's options declare their flags on their fiel
 (:mod:`zoo.flags`, which also holds the options several commands share and the argparse types
 that check values while the command line is parsed); the ``add_*_flag(s)`` helpers here add
 shared flags to the parsers of commands whose options class does not declare them yet
-(``zoo detect``'s, the benchmarks')."""
+(``zoo detect``'s)."""
 import argparse
 
-from zoo.data.factory import KINDS
-# The value types and options_from live beside the options' flags (zoo.flags); the commands
-# take them from here with the rest.
-from zoo.flags import (add_shared_flag, annotations_flag, batch_size_flag, checkpoint_flag,
-                       comma_list, ctx, data_root_flag, data_shape_flag, data_threads_flag,
-                       dataset_flag, epoch_flag, exif_flag, existing_folder, field_default,
-                       float_in, fraction, image_dir_flag, increasing, max_size_flag, network,
-                       nonnegative_float, nonnegative_int, options_from, positive_float,
-                       positive_int, progress_flag, skip_bad_flag)
+# The value types live beside the options' flags (zoo.flags); zoo detect takes these from here
+# with the rest.
+from zoo.flags import (add_shared_flag, batch_size_flag, checkpoint_flag, comma_list,
+                       data_shape_flag, data_threads_flag, epoch_flag, exif_flag, float_in,
+                       max_size_flag, positive_int, progress_flag)
 
-__all__ = ["HelpFormatter", "KINDS", "Parser", "add_batch_flag", "add_checkpoint_flags",
-           "add_data_threads_flag", "add_dataset_flags", "add_exif_flag", "add_hidden_alias",
-           "add_input_size_flags", "add_progress_flag", "comma_list", "ctx", "existing_folder",
-           "field_default", "float_in", "fraction", "increasing", "network",
-           "nonnegative_float", "nonnegative_int", "options_from", "positive_float",
-           "positive_int"]
+__all__ = ["HelpFormatter", "Parser", "add_batch_flag", "add_checkpoint_flags",
+           "add_data_threads_flag", "add_exif_flag", "add_hidden_alias", "add_input_size_flags",
+           "add_progress_flag", "comma_list", "float_in", "positive_int"]
 
 
 class Parser(argparse.ArgumentParser):
@@ -48,21 +41,6 @@ def add_checkpoint_flags(parser, what, epoch=None):
     """``--checkpoint`` (``what`` it names) and ``--epoch`` (default ``epoch``)."""
     add_shared_flag(parser, "checkpoint", checkpoint_flag(what))
     add_shared_flag(parser, "epoch", epoch_flag(), epoch)
-
-
-def add_dataset_flags(parser, options, splits):
-    """``--dataset``, ``--data-root``, one flag per entry of ``splits`` (flag -> help),
-    ``--annotations``, ``--image-dir``, ``--skip-bad`` and ``--data-threads``, their
-    defaults the fields of the same names of ``options`` (the command's options dataclass)."""
-    add_shared_flag(parser, "dataset", dataset_flag(options.dataset))
-    add_shared_flag(parser, "data_root", data_root_flag(options.data_root))
-    for flag, text in splits.items():
-        parser.add_argument(flag, default=getattr(options, flag[2:].replace("-", "_")),
-                            help=text)
-    add_shared_flag(parser, "annotations", annotations_flag(), options.annotations)
-    add_shared_flag(parser, "image_dir", image_dir_flag(), options.image_dir)
-    add_shared_flag(parser, "skip_bad", skip_bad_flag())
-    add_data_threads_flag(parser, options.data_threads)
 
 
 def add_data_threads_flag(parser, default):

@@ -22,14 +22,13 @@ __all__ = ["EvalOptions", "evaluate", "format_table"]
 class EvalOptions:
     """What ``zoo eval`` scores, and on what: each field declares its flag (:mod:`zoo.flags`)."""
     checkpoint: str = checkpoint_flag(ARTIFACT_OR_DEPLOYED)
-    data_root: Optional[str] = data_root_flag(None, named=True)  # None: only for a COCO split
-                                         # named by annotations and image_dir
+    # None: only for a COCO split named by annotations and image_dir
+    data_root: Optional[str] = data_root_flag(None, named=True)
     epoch: Optional[int] = epoch_flag()  # None: the best validated epoch, else the newest
     dataset: str = dataset_flag("voc")
     split: str = flag("val", "split to score")
     batch_size: int = batch_size_flag(8)
-    data_threads: Optional[int] = data_threads_flag()  # decoding images (and checking them
-                                                        # for skip_bad)
+    data_threads: Optional[int] = data_threads_flag()  # decoding (and checking for skip_bad)
     skip_bad: bool = skip_bad_flag()
     annotations: Optional[str] = annotations_flag()
     image_dir: Optional[str] = image_dir_flag()

@@ -29,8 +29,8 @@ class QuantizeOptions:
     """What ``zoo quantize`` converts, and the data int8 calibrates on: each field declares
     its flag (:mod:`zoo.flags`)."""
     checkpoint: str = checkpoint_flag("fp32 artifact prefix")
-    data_root: Optional[str] = data_root_flag(None, named=True)  # None: only for a COCO
-                                         # split named by annotations and image_dir
+    # None: only for a COCO split named by annotations and image_dir
+    data_root: Optional[str] = data_root_flag(None, named=True)
     epoch: Optional[int] = epoch_flag()  # None: the best validated epoch, else the newest
     dataset: str = dataset_flag("voc")
     split: str = flag("train", "split whose first images calibrate (not the one you evaluate "
