@@ -8,13 +8,13 @@ import argparse
 
 # The value types live beside the options' flags (zoo.flags); zoo detect takes these from here
 # with the rest.
-from zoo.flags import (add_shared_flag, batch_size_flag, checkpoint_flag, comma_list,
-                       data_shape_flag, data_threads_flag, epoch_flag, exif_flag, float_in,
-                       max_size_flag, positive_int, progress_flag)
+from zoo.flags import (add_shared_flag, checkpoint_flag, comma_list, data_shape_flag,
+                       data_threads_flag, epoch_flag, exif_flag, float_in, max_size_flag,
+                       positive_int, progress_flag)
 
-__all__ = ["HelpFormatter", "Parser", "add_batch_flag", "add_checkpoint_flags",
-           "add_data_threads_flag", "add_exif_flag", "add_hidden_alias", "add_input_size_flags",
-           "add_progress_flag", "comma_list", "float_in", "positive_int"]
+__all__ = ["HelpFormatter", "Parser", "add_checkpoint_flags", "add_data_threads_flag",
+           "add_exif_flag", "add_hidden_alias", "add_input_size_flags", "add_progress_flag",
+           "comma_list", "float_in", "positive_int"]
 
 
 class Parser(argparse.ArgumentParser):
@@ -56,10 +56,6 @@ def add_input_size_flags(parser, options, max_size=False, of_network=False,
     if max_size:
         add_shared_flag(parser, "max_size",
                         max_size_flag(options.max_size, of_network, of_checkpoint))
-
-
-def add_batch_flag(parser, default):
-    add_shared_flag(parser, "batch_size", batch_size_flag(default))
 
 
 def add_exif_flag(parser, default):
