@@ -4,6 +4,7 @@ file (on its own runtime, :mod:`zoo_bench.deployed`); then those of the data pip
 detector, memory saving, calibration and the training step, beside the modules that time
 them. Loads no MXNet, so that a deployment without it can time its files, and every
 benchmark's ``--help`` answers without loading it."""
+import argparse
 import os
 from dataclasses import dataclass
 from typing import Optional, Tuple
@@ -12,8 +13,13 @@ from zoo.choices import CALIB_MODES, COLLECTORS, TRAIN_DTYPES
 from zoo.config.registry import get_config, list_models, unknown_network
 from zoo.data.factory import KINDS
 from zoo.errors import OptionsError
-from zoo.flags import comma_list, flag, options_from, positive_int
+from zoo.flags import (annotations_flag, batch_size_flag, comma_list, data_root_flag,
+                       data_shape_flag, data_threads_flag, dataset_flag, epoch_flag, flag,
+                       float_in, fraction, image_dir_flag, max_size_flag, nonnegative_int,
+                       options_from, positive_float, positive_int, progress_flag,
+                       skip_bad_flag)
 from zoo.inference.runner import SCORE_THRESHOLD
+from zoo.inference.tiles import DEFAULT_OVERLAP
 from zoo.onnx.deployed import is_deployed
 
 __all__ = ["BUSY_CORES", "BenchmarkOptions", "COMPARISONS", "CONFIGURATIONS",
@@ -27,33 +33,89 @@ DTYPES = ("fp32", "int8", "bf16")
 COMPARISONS = ("gluoncv", "onnxruntime", "openvino", "all")
 
 
+def dtype(value):
+    """One of :data:`DTYPES` (``--dtypes``' items)."""
+    if value not in DTYPES:
+        raise argparse.ArgumentTypeError("one of %s, got %r" % (", ".join(DTYPES), value))
+    return value
+
+
+def train_dtype(value):
+    """One of ``zoo train --dtype``'s (``zoo benchmark-train --dtypes``' items)."""
+    if value not in TRAIN_DTYPES:
+        raise argparse.ArgumentTypeError("one of %s, got %r" % (", ".join(TRAIN_DTYPES), value))
+    return value
+
+
+def image_size(text):
+    """``WIDTHxHEIGHT`` as ``(width, height)``."""
+    try:
+        width, height = (int(part) for part in text.lower().split("x"))
+    except ValueError:
+        raise ValueError("expected WIDTHxHEIGHT, e.g. 4000x3000") from None
+    return width, height
+
+
+image_size.text = lambda size: "%dx%d" % size  # a default as --help shows it
+
+
+def network_flag(default, help="registered model: %s"):
+    """``--network NAME``, one of the registered models (``help`` names them at ``%s``)."""
+    return flag(default, help % ", ".join(list_models()), choices=list_models(),
+                metavar="NAME")
+
+
 @dataclass(frozen=True)
 class BenchmarkOptions:
     """What to time: a registered ``network`` (built fresh, in each of ``dtypes``) or a saved
     ``checkpoint`` (run as saved, with its own graph, parameters and data shape: an artifact
     prefix on MXNet, or a deployed ``.onnx``/``.xml`` file alone on its runtime)."""
-    network: Optional[str] = None
-    checkpoint: Optional[str] = None
-    epoch: Optional[int] = None          # of the checkpoint; None: its best, else newest
-    data_shape: Optional[int] = None     # None: the config's
-    max_size: Optional[int] = None       # a Faster R-CNN's long side; None: the config's
-    dtypes: Tuple[str, ...] = ("fp32",)
-    batch_sizes: Tuple[int, ...] = (1,)
-    runs: int = 5                        # timed runs; the median is reported
-    warmup: int = 2
-    compare: Optional[str] = None        # one of COMPARISONS or None
-    num_classes: int = 20                # VOC's 20, as GluonCV's models
-    plot: Optional[str] = None           # PNG of images/s against batch size
-    profile: bool = False                # time each part of our graphs too
+    network: Optional[str] = network_flag(None, "registered model, built with fresh "
+                                                "parameters: %s")
+    checkpoint: Optional[str] = flag(
+        None, "artifact prefix (fp32, int8 or bf16), run with its own graph, parameters and "
+              "data shape; or a deployed .onnx or .xml file, timed alone on ONNX Runtime or "
+              "OpenVINO (no MXNet needed)", metavar="PREFIX")
+    epoch: Optional[int] = epoch_flag()  # of the checkpoint; None: its best, else newest
+    data_shape: Optional[int] = data_shape_flag(max_size=True, of_network=True)
+    max_size: Optional[int] = max_size_flag(of_network=True)  # a Faster R-CNN's long side
+    dtypes: Tuple[str, ...] = flag(
+        ("fp32",), "comma-separated, of --network: %s (int8: naive calibration on the "
+                   "benchmark input, for speed only; bf16: the graph converted by MXNet's AMP, "
+                   "timed converted-then-fused and fused-then-converted, on CPUs with "
+                   "avx512_bf16 or amx_bf16)" % ", ".join(DTYPES), type=comma_list(dtype))
+    batch_sizes: Tuple[int, ...] = flag((1,), "comma-separated batch sizes",
+                                        type=comma_list(positive_int))
+    runs: int = flag(5, "timed runs (the median is reported)", type=positive_int)
+    warmup: int = flag(2, "untimed runs first", type=nonnegative_int)
+    compare: Optional[str] = flag(
+        None, "gluoncv: also time the closest GluonCV models (randomly initialised, on the "
+              "same input); onnxruntime, openvino: also time our fp32 graph exported to ONNX "
+              "on that runtime (OpenVINO in fp32); all: MXNet, ONNX Runtime fp32 and OpenVINO "
+              "fp32 and int8 (each deployed one in its own process) beside GluonCV's fp32 and "
+              "int8 (quantize_net), naming the fastest of ours", choices=COMPARISONS)
+    num_classes: int = flag(20, "classes of --network (VOC's 20, as GluonCV's models)",
+                            type=positive_int)
+    plot: Optional[str] = flag(None, "plot images/s against batch size into this file",
+                               metavar="PNG")
+    profile: bool = flag(False, "also time each part of our graphs (backbone, FPN, RPN head, "
+                                "proposals, ROIAlign, box head, NMS) at the first batch size")
     # compare all on a trained checkpoint: also score each deployment on this dataset split
     # (zoo_bench.accuracy), its int8 calibrated on the first calib_images of calib_split
-    data_root: Optional[str] = None
-    dataset: str = "voc"
-    split: str = "val"
-    calib_split: str = "train"           # not the scored split: no image scored calibrates
-    annotations: Optional[str] = None    # coco: the annotation file ({split}: the split)
-    image_dir: Optional[str] = None      # coco: the image folder ({split}: the split)
-    calib_images: int = 32
+    data_root: Optional[str] = flag(None, "dataset folder to score on")
+    dataset: str = flag("voc", "its format", choices=KINDS)
+    split: str = flag("val", "split to score on")
+    calib_split: str = flag(             # not the scored split: no image scored calibrates
+        "train", "split the int8 model is calibrated on (not the scored one)")
+    annotations: Optional[str] = annotations_flag()
+    image_dir: Optional[str] = image_dir_flag()
+    calib_images: int = flag(32, "first images of --calib-split calibrated on",
+                             type=positive_int)
+
+    @classmethod
+    def from_flags(cls, args, **values):
+        """The options of ``zoo benchmark``'s parsed flags, those of ``values`` given."""
+        return options_from(cls, args, **values)
 
     def __post_init__(self):
         if (self.network is None) == (self.checkpoint is None):
@@ -114,13 +176,23 @@ class BenchmarkOptions:
 
 @dataclass(frozen=True)
 class DecodeBenchmarkOptions:
-    images: Tuple[str, ...] = ()         # JPEG files; none: num_images generated
-    num_images: int = 8                  # generated, every other one turned (EXIF 6)
-    image_size: Tuple[int, int] = (4000, 3000)  # generated: (width, height)
-    output_dir: str = os.path.join("output", "benchmark_decode")  # generated into
-    data_shape: int = 600                # decoded for a Faster R-CNN input: short side
-    max_size: int = 1000                 # and long-side limit
-    seed: int = 0
+    images: Tuple[str, ...] = flag(      # JPEG files; none: num_images generated
+        (), "photos to decode (default: generated ones)", nargs="+", metavar="JPEG")
+    num_images: int = flag(8, "photos generated without --images, every other one turned by "
+                              "EXIF", type=positive_int)
+    image_size: Tuple[int, int] = flag(  # generated: (width, height)
+        (4000, 3000), "size of the generated photos", type=image_size, metavar="WxH")
+    output_dir: str = flag(os.path.join("output", "benchmark_decode"),
+                           "folder the generated photos are kept in")
+    # decoded for a Faster R-CNN input: short side and long-side limit
+    data_shape: int = data_shape_flag(600, max_size=True)
+    max_size: int = max_size_flag(1000)
+    seed: int = flag(0, "seed of the generated photos", type=int)
+
+    @classmethod
+    def from_flags(cls, args, **values):
+        """The options of ``zoo benchmark-decode``'s parsed flags, those of ``values`` given."""
+        return options_from(cls, args, **values)
 
     def __post_init__(self):
         if min(self.num_images, self.data_shape, self.max_size, *self.image_size) < 1:
@@ -137,22 +209,38 @@ DATA_COMPARISONS = ("gluoncv",)
 
 @dataclass(frozen=True)
 class DataBenchmarkOptions:
-    dataset: str = "embedded"
-    data_root: Optional[str] = None      # embedded: output/shapes_<image_size>, generated
-    split: str = "train"
-    skip_bad: bool = False
-    annotations: Optional[str] = None    # coco: the annotation file ({split}: the split)
-    image_dir: Optional[str] = None      # coco: the image folder ({split}: the split)
-    image_size: int = 448                # embedded only: side of the generated JPEGs
-    num_images: int = 64                 # embedded only: images generated
-    data_shape: int = 512
-    batch_size: int = 32
-    data_threads: Optional[int] = None   # threads for ours, processes for GluonCV; None: cores
-    batches: Optional[int] = None        # timed batches per side; None: 5 per worker
-    warmup: Optional[int] = None         # untimed batches first; None: one per worker
-    seed: int = 0
-    opencv_threads: Optional[int] = None  # cv2.setNumThreads for our side; None: OpenCV's
-    compare: Optional[str] = "gluoncv"   # or None: ours only
+    dataset: str = dataset_flag("embedded")
+    data_root: Optional[str] = data_root_flag(None)  # embedded: output/shapes_<image_size>
+    split: str = flag("train", "split to read")
+    skip_bad: bool = skip_bad_flag()
+    annotations: Optional[str] = annotations_flag()
+    image_dir: Optional[str] = image_dir_flag()
+    image_size: int = flag(448, "embedded only: side of the generated square JPEGs; 448x448 is "
+                                "about the area of a 500x375 VOC image", type=positive_int)
+    num_images: int = flag(64, "embedded only: images generated; batches cycle over them",
+                           type=positive_int)
+    data_shape: int = data_shape_flag(512)
+    batch_size: int = batch_size_flag(32)
+    # threads for ours, processes for GluonCV; None: the cores
+    data_threads: Optional[int] = data_threads_flag()
+    batches: Optional[int] = flag(       # timed batches per side; None: 5 per worker
+        None, "timed batches per side (default: 5 per worker; GluonCV's workers each make "
+              "whole batches, so a multiple of the workers times them evenly)",
+        type=positive_int)
+    warmup: Optional[int] = flag(        # untimed batches first; None: one per worker
+        None, "untimed batches first, per side (default: one per worker, so both pipelines "
+              "are full when the clock starts)", type=nonnegative_int)
+    seed: int = flag(0, None, type=nonnegative_int)
+    opencv_threads: Optional[int] = flag(  # cv2.setNumThreads for our side; None: OpenCV's
+        None, "cv2.setNumThreads for our side (GluonCV's workers use MXNet's own OpenCV; "
+              "default: OpenCV's, one per core)", type=positive_int)
+    compare: Optional[str] = flag(       # or None: ours only (the flag's "none")
+        "gluoncv", "'none': time ours only", choices=DATA_COMPARISONS + ("none",))
+
+    @classmethod
+    def from_flags(cls, args, **values):
+        """The options of ``zoo benchmark-data``'s parsed flags, those of ``values`` given."""
+        return options_from(cls, args, **values)
 
     def __post_init__(self):
         if self.dataset not in KINDS:
@@ -196,17 +284,39 @@ class DetectorBenchmarkOptions:
     saved ``checkpoint`` (artifact prefix) as saved; on the images of ``image_dir``, or on
     ``num_images`` of the embedded dataset's images (``image_size`` pixels square),
     generated into ``work_dir`` when no folder is given."""
-    network: Optional[str] = "ssd_mobilenetv2_stride8"
-    checkpoint: Optional[str] = None
-    data_shape: Optional[int] = 192      # None: the config's; ignored for a checkpoint
-    image_dir: Optional[str] = None
-    num_images: int = 64
-    image_size: int = 256
-    work_dir: str = os.path.join("output", "benchmark_detector")
-    batch_size: int = 8
-    runs: int = 10                       # timed passes of each kind; the best is reported
-    score_threshold: float = SCORE_THRESHOLD  # a detector's, zoo detect's
-    mixed_orientations: bool = False     # generate portrait and landscape images instead
+    network: Optional[str] = network_flag("ssd_mobilenetv2_stride8",
+                                          "registered model with random weights: %s")
+    checkpoint: Optional[str] = flag(None, "artifact prefix, run as saved", metavar="PREFIX")
+    # None: the config's; ignored for a checkpoint
+    data_shape: Optional[int] = data_shape_flag(192, of_network=True)
+    image_dir: Optional[str] = flag(
+        None, "folder of images, any format the zoo reads (JPEG, PNG, BMP, TIFF, WebP); other "
+              "files are skipped and named (default: generate --num-images into --work-dir)",
+        name="--images")
+    num_images: int = flag(64, "images to generate", type=positive_int)
+    image_size: int = flag(256, "side of the generated images", type=positive_int)
+    work_dir: str = flag(os.path.join("output", "benchmark_detector"), "where to generate them")
+    batch_size: int = batch_size_flag(8)
+    runs: int = flag(10, "timed passes of each kind; the best is reported", type=positive_int)
+    # --threshold as zoo detect and demo name it; --score-threshold, its old name, still works
+    score_threshold: float = flag(SCORE_THRESHOLD, "lowest score kept",  # a detector's
+                                  name=("--threshold", "--score-threshold"), type=fraction,
+                                  metavar="THRESHOLD")
+    mixed_orientations: bool = flag(     # generate portrait and landscape images instead
+        False, "generate portrait and landscape JPEGs of several aspect ratios (--image-size "
+               "on the long side) instead of square ones")
+    batch_sizes: Optional[Tuple[int, ...]] = flag(  # a sweep instead of one timing
+        None, "time seconds per image at each of these batch sizes instead (e.g. 1,2,8)",
+        type=comma_list(positive_int), metavar="N,...")
+    busy: Optional[int] = flag(          # the zoo detect command, quiet and busy, instead
+        None, "time the zoo detect command on %d cores, quiet and beside N CPU-bound "
+              "processes on the same cores, instead (e.g. 4)" % BUSY_CORES,
+        type=positive_int, metavar="N")
+
+    @classmethod
+    def from_flags(cls, args, **values):
+        """The options of ``zoo benchmark-detector``'s parsed flags, those of ``values`` given."""
+        return options_from(cls, args, **values)
 
     def __post_init__(self):
         if self.checkpoint is None and unknown_network(self.network):
@@ -226,12 +336,21 @@ process runs in (see :mod:`zoo_bench.memory`)."""
 
 @dataclass(frozen=True)
 class MemoryBenchmarkOptions:
-    network: str = "ssd_resnet101"
-    data_shape: Optional[int] = None    # None: the config's
-    batch_size: int = 8                 # images per training step
-    steps: int = 3                      # timed steps; the median is reported
-    warmup: int = 1                     # untimed steps first
-    configurations: Tuple[str, ...] = tuple(CONFIGURATIONS)
+    network: str = network_flag("ssd_resnet101")
+    data_shape: Optional[int] = data_shape_flag()  # None: the config's
+    batch_size: int = batch_size_flag(8)  # images per training step
+    steps: int = flag(3, "timed steps (the median is reported)", type=positive_int)
+    warmup: int = flag(1, "untimed steps first", type=nonnegative_int)
+    configurations: Tuple[str, ...] = flag(
+        tuple(CONFIGURATIONS), "comma-separated, plain included: plain (the training graph as "
+                               "it is), mxnet-mirror (MXNET_BACKWARD_DO_MIRROR=1), "
+                               "memory-saving (what `zoo train --memory-saving` binds)",
+        type=comma_list(str))
+
+    @classmethod
+    def from_flags(cls, args, **values):
+        """The options of ``zoo benchmark-memory``'s parsed flags, those of ``values`` given."""
+        return options_from(cls, args, **values)
 
     def __post_init__(self):
         if unknown_network(self.network):
@@ -250,13 +369,20 @@ class MemoryBenchmarkOptions:
 
 @dataclass(frozen=True)
 class CalibrationBenchmarkOptions:
-    network: str = "faster_rcnn_resnet50"
-    data_shape: Optional[int] = None     # None: the config's
-    max_size: Optional[int] = None       # Faster R-CNN only; None: the config's
-    images: int = 2                      # random calibration images
-    batch_size: int = 1
-    calib_mode: str = "naive"
-    collectors: Tuple[str, ...] = ("outputs", "monitor")
+    network: str = network_flag("faster_rcnn_resnet50")
+    data_shape: Optional[int] = data_shape_flag(max_size=True)  # None: the config's
+    max_size: Optional[int] = max_size_flag()  # Faster R-CNN only; None: the config's
+    images: int = flag(2, "random calibration images", type=positive_int)
+    batch_size: int = batch_size_flag(1)
+    calib_mode: str = flag("naive", "naive: observed min/max; entropy: KL-optimal thresholds",
+                           choices=CALIB_MODES)
+    collectors: Tuple[str, ...] = flag(("outputs", "monitor"), "comma-separated, of: %s"
+                                       % ", ".join(COLLECTORS), type=comma_list(str))
+
+    @classmethod
+    def from_flags(cls, args, **values):
+        """The options of ``zoo benchmark-calibration``'s parsed flags, those of ``values`` given."""
+        return options_from(cls, args, **values)
 
     def __post_init__(self):
         if unknown_network(self.network):
@@ -287,25 +413,45 @@ network: ``zoo import-gluoncv`` maps one onto the other)."""
 
 @dataclass(frozen=True)
 class TrainBenchmarkOptions:
-    network: str = "ssd_resnet50_v1_gluoncv_voc"
-    data_shape: Optional[int] = None    # None: the config's
-    max_size: Optional[int] = None      # Faster R-CNN: the longer side's limit; None: config's
-    batch_size: int = 4
-    steps: int = 8                      # steps per round (one epoch of each side)
-    rounds: int = 3                     # timed rounds per side
-    warmup_rounds: int = 1              # untimed rounds per side first
-    data_threads: int = 2               # our loader's threads, GluonCV's worker processes
-    image_size: int = 448               # side of the embedded JPEGs (generated)
-    num_images: int = 64                # distinct images; rounds cycle over them
-    data_root: Optional[str] = None     # None: output/shapes_<image_size>
-    freeze: Optional[str] = None        # regular expression of our parameters kept fixed
-    compare: Optional[str] = "gluoncv"  # "health": ours with the health checks off and on;
-                                        # None: ours only
-    dtypes: Tuple[str, ...] = ("fp32", "auto")  # our sides' precisions (zoo train --dtype);
-                                                # auto: bf16 where native, else fp32 only
-    peak_probes: int = 5                # runs of each matmul peak probe, the best kept
-                                        # (0: no probe, no ratio to the peaks)
-    peak_seconds: float = 1.0           # each probe's duration
+    network: str = flag("ssd_resnet50_v1_gluoncv_voc", "registered model; --compare gluoncv "
+                        "knows %s" % ", ".join(GLUONCV_RECIPES), choices=list_models(),
+                        metavar="NAME")
+    data_shape: Optional[int] = data_shape_flag(max_size=True)  # None: the config's
+    max_size: Optional[int] = max_size_flag()  # Faster R-CNN: the longer side's limit
+    batch_size: int = batch_size_flag(4)
+    steps: int = flag(8, "steps per round: one epoch of each side", type=positive_int)
+    rounds: int = flag(3, "timed rounds per side", type=positive_int)
+    warmup_rounds: int = flag(1, "untimed rounds per side first", type=nonnegative_int)
+    data_threads: int = flag(2, "our loader's threads and GluonCV's worker processes",
+                             type=positive_int)
+    image_size: int = flag(448, "side of the embedded JPEGs, generated into --data-root",
+                           type=positive_int)
+    num_images: int = flag(64, "distinct images generated; rounds cycle over them",
+                           type=positive_int)
+    data_root: Optional[str] = flag(     # None: output/shapes_<image_size>
+        None, "folder of the generated images (default: output/shapes_<image-size>)")
+    freeze: Optional[str] = flag(        # regular expression of our parameters kept fixed
+        None, "regular expression of our parameters kept fixed (GluonCV's recipe trains its "
+              "network's collect_train_params())")
+    compare: Optional[str] = flag(       # None (the flag's "none"): ours only
+        "gluoncv", "'health': ours with the training-health checks off and on, alternating "
+                   "(their cost); 'none': time ours only",
+        choices=("gluoncv", "health", "none"))
+    dtypes: Tuple[str, ...] = flag(      # auto: bf16 where native, else fp32 only
+        ("fp32", "auto"), "comma-separated precisions of our side, each run in turn beside "
+                          "GluonCV's (zoo train --dtype): %s; auto is bf16 where the CPU has "
+                          "it, else fp32 (default: %%(default)s)" % ", ".join(TRAIN_DTYPES),
+        type=comma_list(train_dtype))
+    peak_probes: int = flag(             # the best kept
+        5, "runs of each matmul peak probe (fp32, bf16), the best kept; 0: no ratio to the "
+           "peaks (default: %(default)s)", type=nonnegative_int)
+    peak_seconds: float = flag(1.0, "duration of each peak probe (default: %(default)s)",
+                               type=positive_float)
+
+    @classmethod
+    def from_flags(cls, args, **values):
+        """The options of ``zoo benchmark-train``'s parsed flags, those of ``values`` given."""
+        return options_from(cls, args, **values)
 
     def __post_init__(self):
         # Their modules load MXNet: imported when options are made, which the parser
@@ -356,17 +502,33 @@ class TilesBenchmarkOptions:
     photos of ``width`` x ``height`` with small shapes (``object_sides``: the least and most
     side of a shape, as a share of the photo's longer side), whole and in tiles of each of
     ``tiles`` pixels overlapping ``tile_overlap`` (None: the tiles' default)."""
-    checkpoint: str = os.path.join("output", "train", "ssd_mobilenetv2_stride8")
-    work_dir: str = os.path.join("output", "benchmark_tiles")
-    num_images: int = 12
-    width: int = 4000
-    height: int = 3000
-    object_sides: Tuple[float, float] = (0.01, 0.05)
-    objects: int = 30                    # shapes asked per photo (fewer where none fits)
-    tiles: Tuple[int, ...] = (800, 400)
-    tile_overlap: Optional[float] = None
-    batch_size: int = 8
-    seed: int = 0
+    checkpoint: str = flag(os.path.join("output", "train", "ssd_mobilenetv2_stride8"),
+                           "a detector of the shapes classes (`make demo` trains one): "
+                           "artifact prefix, .onnx or .xml")
+    work_dir: str = flag(os.path.join("output", "benchmark_tiles"),
+                         "where the photos are generated (kept for the next run)")
+    num_images: int = flag(12, "photos to generate", type=positive_int)
+    width: int = flag(4000, "photo width", type=positive_int)
+    height: int = flag(3000, "photo height", type=positive_int)
+    object_sides: Tuple[float, float] = flag(
+        (0.01, 0.05), "a shape's side, as a share of the photo's longer side",
+        type=comma_list(float_in(0.0, 1.0, low_open=True)), metavar="LEAST,MOST")
+    objects: int = flag(30, "shapes asked per photo (fewer where they do not fit)",
+                        type=positive_int)
+    tiles: Tuple[int, ...] = flag((800, 400), "tile sizes to score, each beside the "
+                                              "whole-photo pass",
+                                  type=comma_list(positive_int), metavar="SIZE,...")
+    tile_overlap: Optional[float] = flag(
+        None, "share of a tile's side its neighbours overlap (default %g)" % DEFAULT_OVERLAP,
+        type=float_in(0.0, 1.0, high_open=True), metavar="SHARE")
+    batch_size: int = batch_size_flag(8)
+    seed: int = flag(0, "of the generated photos", type=int)
+    progress: bool = progress_flag()
+
+    @classmethod
+    def from_flags(cls, args, **values):
+        """The options of ``zoo benchmark-tiles``'s parsed flags, those of ``values`` given."""
+        return options_from(cls, args, **values)
 
     def __post_init__(self):
         if min(self.num_images, self.width, self.height, self.objects, self.batch_size) < 1:

@@ -1,7 +1,8 @@
-"""Each option declared once: ``zoo train``'s flags are :class:`TrainOptions`' fields (every
-field has its flag, every flag sets a field, with the field's default), the fields declare
-their flags (:mod:`zoo.flags`), and the Trainer takes a run's options as they are (a
-:class:`TrainOptions` is its trainer's and optimizer's options both)."""
+"""Each option declared once: every command's flags are its options class's fields (every
+flag is made from the field it sets, with the field's default and help), ``zoo train``'s
+fields all have their flag, the fields declare their flags (:mod:`zoo.flags`), and the
+Trainer takes a run's options as they are (a :class:`TrainOptions` is its trainer's and
+optimizer's options both)."""
 import argparse
 import dataclasses
 import subprocess
@@ -9,15 +10,103 @@ import sys
 
 import pytest
 
-from zoo.cli import build_parser
+from zoo.cli import COMMANDS, build_parser, find_checkout_package
+from zoo.distributed.launcher import LaunchOptions
 from zoo.engine.options import OptimizerOptions, TrainerOptions
 from zoo.flags import FLAG
+from zoo.jobs.check_data import CheckDataOptions
+from zoo.jobs.convert import ConvertOptions
+from zoo.jobs.demo import DemoOptions
 from zoo.jobs.detect import DetectOptions
+from zoo.jobs.evaluate import EvalOptions
+from zoo.jobs.export import ExportOptions
+from zoo.jobs.import_gluoncv import ImportOptions
+from zoo.jobs.plot_log import PlotLogOptions
+from zoo.jobs.prepare_data import PrepareOptions
+from zoo.jobs.quantize import QuantizeOptions
+from zoo.jobs.quickstart import QuickstartOptions
 from zoo.jobs.train_options import TrainOptions
+
+find_checkout_package("zoo_bench")
+from zoo_bench import options as bench  # noqa: E402 (found beside the zoo in its checkout)
 
 PYTHON_ONLY = set()
 """Fields of :class:`TrainOptions` that no ``zoo train`` flag sets (none today): a new field
 either gets its flag or is named here."""
+
+
+COMMAND_OPTIONS = {
+    "train": TrainOptions, "eval": EvalOptions, "demo": DemoOptions, "detect": DetectOptions,
+    "quantize": QuantizeOptions, "export": ExportOptions, "check": None,
+    "check-data": CheckDataOptions, "prepare-data": PrepareOptions, "convert": ConvertOptions,
+    "import-gluoncv": ImportOptions, "benchmark": bench.BenchmarkOptions,
+    "benchmark-data": bench.DataBenchmarkOptions, "benchmark-train": bench.TrainBenchmarkOptions,
+    "benchmark-memory": bench.MemoryBenchmarkOptions,
+    "benchmark-detector": bench.DetectorBenchmarkOptions,
+    "benchmark-calibration": bench.CalibrationBenchmarkOptions,
+    "benchmark-decode": bench.DecodeBenchmarkOptions,
+    "benchmark-tiles": bench.TilesBenchmarkOptions, "launch": LaunchOptions,
+    "plot-log": PlotLogOptions, "quickstart": QuickstartOptions}
+"""The options class each command's run builds from its flags (None: a command of
+positional words only)."""
+
+NOT_YET = {
+    "detect": "DetectOptions declares --threshold alone; the lead moves the others onto its "
+              "fields (zoo/jobs/detect.py)",
+}
+"""Commands whose flags are still declared by hand, and why: each fails the test below, and
+once its flags are its fields the strict xfail fails until it is taken out of here."""
+
+
+def by_hand(action):
+    """Not a flag of an options field by design: a positional word (inputs, a name, the
+    worker command), --help, or a hidden alias of an old flag name."""
+    return (not action.option_strings or action.dest == "help"
+            or action.help == argparse.SUPPRESS)
+
+
+def field_default(options_class, field):
+    if field.default_factory is not dataclasses.MISSING:
+        return field.default_factory()
+    return field.default
+
+
+@pytest.mark.parametrize("name", [
+    pytest.param(name, marks=pytest.mark.xfail(strict=True, reason=NOT_YET[name]))
+    if name in NOT_YET else name for name in COMMANDS])
+def test_every_flag_is_made_from_its_options_field(name):
+    """A flag declared by hand (``add_argument`` with its own help and default) beside the
+    options field it sets is an option declared twice: each flag of every command must be
+    the flag its options class's field declares (:func:`zoo.flags.flag`), as generated."""
+    assert name in COMMAND_OPTIONS, "a new command: name its options class in COMMAND_OPTIONS"
+    options_class = COMMAND_OPTIONS[name]
+    fields = {} if options_class is None else {
+        f.name: f for f in dataclasses.fields(options_class) if FLAG in f.metadata}
+    for action in command_parser(name)._actions:
+        if by_hand(action):
+            continue
+        field = fields.get(action.dest)
+        assert field is not None, (
+            "zoo %s %s is declared by hand: declare it on the field %s.%s with "
+            "zoo.flags.flag, and add it with zoo.flags.add_flags"
+            % (name, "/".join(action.option_strings),
+               getattr(options_class, "__name__", "<no options class>"), action.dest))
+        declared = field.metadata[FLAG]
+        assert action.help == declared["help"], (name, action.option_strings)
+        names = declared["name"] or None
+        if names is not None:
+            assert action.option_strings == ([names] if isinstance(names, str)
+                                             else list(names)), (name, action.option_strings)
+        default = field_default(options_class, field)
+        if default is dataclasses.MISSING:
+            assert action.required, (name, action.option_strings)
+        else:
+            expected = list(default) if action.__class__.__name__ == "_AppendAction" \
+                else default
+            given = action.default
+            if isinstance(given, str) and not isinstance(expected, str):
+                given = action.type(given)  # a tuple shown as typed, parsed as argparse does
+            assert given == expected, (name, action.option_strings, action.default)
 
 
 def command_parser(name):

@@ -7,26 +7,21 @@ Example, a VOC folder being prepared, drawn as ssd_mobilenetv2 would get it:
     zoo check-data --network ssd_mobilenetv2 --dataset voc --data-root my_data \\
         --data-shape 256 --batch-size 8 --output-dir output/check
 """
-from zoo.cli.common import network, options_from, positive_int
 from zoo.cli.train import add_data_arguments
+from zoo.flags import add_flags
 from zoo.jobs.check_data import CheckDataOptions, check_data
 
 __all__ = ["add_arguments", "run"]
 
 
 def add_arguments(p):
-    p.add_argument("--network", type=network, required=True,
-                   help="registered model name or YAML config path: the model whose input "
-                        "the batches are drawn for")
+    add_flags(p, CheckDataOptions, "network")
     add_data_arguments(p, CheckDataOptions)
-    p.add_argument("--output-dir", default=CheckDataOptions.output_dir,
-                   help="folder of the pictures train_batch0.png, ...")
-    p.add_argument("--batches", type=positive_int, default=CheckDataOptions.batches,
-                   help="first batches of the first epoch to draw")
+    add_flags(p, CheckDataOptions, "output_dir", "batches")
 
 
 def run(args):
-    result = check_data(options_from(CheckDataOptions, args))
+    result = check_data(CheckDataOptions.from_flags(args))
     for line in result.lines:
         print(line)
     for path in result.pictures:

@@ -5,19 +5,17 @@ of storing its config. Its pickled optimizer state is never read.
 Example:
     zoo convert --checkpoint output/train/ssd_mobilenetv2
 """
-from zoo.cli.common import add_checkpoint_flags
+from zoo.jobs.convert import ConvertOptions, convert_v1
+from zoo.flags import add_flags
 
 __all__ = ["add_arguments", "run"]
 
 
 def add_arguments(p):
-    add_checkpoint_flags(p, "format-1 checkpoint prefix", epoch_help="every format-1 epoch")
-    p.add_argument("--output", default=None, metavar="PREFIX",
-                   help="prefix of the artifact (default: the checkpoint's, in place)")
+    add_flags(p, ConvertOptions, "checkpoint", "epoch", "output")
 
 
 def run(args):
-    # Imported here: converting loads MXNet, which the parser does without.
-    from zoo.jobs.convert import convert_v1
-    print(convert_v1(args.checkpoint, args.epoch, args.output))
+    options = ConvertOptions.from_flags(args)
+    print(convert_v1(options.checkpoint, options.epoch, options.output))
     return 0

@@ -6,25 +6,17 @@ Example:
         --image output/shapes/JPEGImages/001500.jpg --output output/demo.png
 """
 from zoo.jobs.demo import DemoOptions, demo
-from zoo.cli.common import add_checkpoint_flags, add_exif_flag, fraction, options_from
+from zoo.flags import add_flags
 
 __all__ = ["add_arguments", "run"]
 
 
 def add_arguments(p):
-    add_checkpoint_flags(p, "artifact prefix (fp32, or int8 or bf16 from `zoo quantize`), or "
-                            "a PREFIX.onnx or PREFIX.xml (OpenVINO) file from `zoo export`",
-                         DemoOptions.epoch)
-    p.add_argument("--image", required=True, help="image file (JPEG or PNG)")
-    p.add_argument("--threshold", type=fraction, default=DemoOptions.threshold,
-                   help="lowest score drawn")
-    p.add_argument("--output", default=DemoOptions.output,
-                   help="picture to write, encoded as its extension says (.png, .jpg, ...)")
-    add_exif_flag(p, DemoOptions.exif)
+    add_flags(p, DemoOptions, "checkpoint", "epoch", "image", "threshold", "output", "exif")
 
 
 def run(args):
-    detections = demo(options_from(DemoOptions, args))
+    detections = demo(DemoOptions.from_flags(args))
     print("%d detections of at least %.2f drawn to %s (boxes in the %s frame)"
           % (len(detections), args.threshold, args.output, detections.frame))
     return 0

@@ -7,25 +7,15 @@ Examples:
     zoo eval --checkpoint out/ssd-int8.xml --dataset voc --data-root output/shapes --split val
 """
 from zoo.jobs.evaluate import EvalOptions, evaluate, format_table
-from zoo.cli.common import (add_batch_flag, add_checkpoint_flags, add_class_map_flag,
-                     add_dataset_flags, add_input_size_flags, add_progress_flag, options_from)
+from zoo.flags import add_flags
 
 __all__ = ["add_arguments", "run"]
 
 
 def add_arguments(p):
-    add_checkpoint_flags(p, "artifact prefix (fp32, or int8 or bf16 from `zoo quantize`), or a "
-                            "deployed PREFIX.onnx or PREFIX.xml (OpenVINO) from `zoo export`",
-                         EvalOptions.epoch)
-    add_dataset_flags(p, EvalOptions, {"--split": "split to score"}, named=True)
-    add_batch_flag(p, EvalOptions.batch_size)
-    add_input_size_flags(p, EvalOptions, max_size=True, of_checkpoint=True)
-    add_class_map_flag(p, EvalOptions.class_map)
-    p.add_argument("--output", default=EvalOptions.output,
-                   help="results JSON, replaced if it exists (default: "
-                        "<checkpoint>-eval-<split>.json, or -eval-<file stem>.json for "
-                        "--annotations without {split}, never replacing another scoring's)")
-    add_progress_flag(p)
+    add_flags(p, EvalOptions, "checkpoint", "epoch", "dataset", "data_root", "split",
+              "annotations", "image_dir", "skip_bad", "data_threads", "batch_size",
+              "data_shape", "max_size", "class_map", "output", "progress")
 
 
 def precision_note(precision):
@@ -37,7 +27,7 @@ def precision_note(precision):
 
 
 def run(args):
-    result = evaluate(options_from(EvalOptions, args))
+    result = evaluate(EvalOptions.from_flags(args))
     where = (args.annotations.replace("{split}", args.split) if args.annotations
              else "%s/%s" % (args.data_root, args.split))
     print("%d images of %s, %s%s" % (

@@ -9,7 +9,7 @@ Example:
 """
 from zoo.gluoncv import IMPORTERS
 from zoo.jobs.import_gluoncv import ImportOptions, import_detector
-from zoo.cli.common import options_from
+from zoo.flags import add_flags
 
 __all__ = ["add_arguments", "run"]
 
@@ -17,14 +17,11 @@ __all__ = ["add_arguments", "run"]
 def add_arguments(p):
     p.add_argument("name", choices=sorted(IMPORTERS), metavar="NAME",
                    help="GluonCV's model name: %s" % ", ".join(sorted(IMPORTERS)))
-    p.add_argument("--params", default=ImportOptions.params, metavar="FILE",
-                   help="GluonCV parameter file (default: GluonCV's trained weights from its "
-                        "model store, which needs network access once)")
-    p.add_argument("--output", required=True, metavar="PREFIX", help="prefix of the artifact")
+    add_flags(p, ImportOptions, "params", "output")
 
 
 def run(args):
-    result = import_detector(options_from(ImportOptions, args))
+    result = import_detector(ImportOptions.from_flags(args))
     print("GluonCV's %s (%d arrays) written to %s as zoo model %s"
           % (result.gluoncv_name, result.arrays, result.prefix, result.config))
     return 0

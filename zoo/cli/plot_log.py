@@ -7,22 +7,24 @@ Example:
 """
 import os
 
+from zoo.flags import add_flags
 from zoo.inference.visualize import log_health_warnings, plot_training_log
+from zoo.jobs.plot_log import PlotLogOptions
 
 __all__ = ["add_arguments", "run"]
 
 
 def add_arguments(p):
     p.add_argument("csv", help="per-epoch training log (columns epoch, *_loss, val_map, ...)")
-    p.add_argument("--output", default=None,
-                   help="PNG to write (default: the CSV's path with .png)")
+    add_flags(p, PlotLogOptions, "output")
 
 
 def run(args):
-    output = args.output or os.path.splitext(args.csv)[0] + ".png"
-    plot_training_log(args.csv, output)
+    options = PlotLogOptions.from_flags(args)
+    output = options.output or os.path.splitext(options.csv)[0] + ".png"
+    plot_training_log(options.csv, output)
     print(output)
-    health, warnings = log_health_warnings(args.csv)
+    health, warnings = log_health_warnings(options.csv)
     if warnings:
         print("%d health warning%s of %s marked" % (len(warnings), "" if len(warnings) == 1
                                                       else "s", health))

@@ -7,24 +7,18 @@ import time
 
 from zoo.jobs.quickstart import QuickstartOptions, quickstart
 from zoo.jobs.recipes import SSD
-from zoo.cli.common import add_progress_flag, nonnegative_int, options_from, positive_int
+from zoo.flags import add_flags
 
 __all__ = ["add_arguments", "run"]
 
 
 def add_arguments(p):
-    p.add_argument("--output-dir", default=QuickstartOptions.output_dir,
-                   help="folder of everything written")
-    p.add_argument("--epochs", type=positive_int, default=QuickstartOptions.epochs,
-                   help="training epochs (its accuracy band holds for the default only)")
-    p.add_argument("--seed", type=nonnegative_int, default=QuickstartOptions.seed,
-                   help="seed of the training run (initialisation, batch order, augmentation)")
-    add_progress_flag(p)
+    add_flags(p, QuickstartOptions, "output_dir", "epochs", "seed", "progress")
 
 
 def run(args):
     start = time.time()
-    result = quickstart(options_from(QuickstartOptions, args))
+    result = quickstart(QuickstartOptions.from_flags(args))
     in_band = args.epochs == QuickstartOptions.epochs
     print("\nheld-out VOC07 mAP %.4f%s, COCO AP %.4f%s, in %.1f min"
           % (result.voc07_map, ": " + SSD.band.words(result.voc07_map) if in_band else "",

@@ -12,28 +12,23 @@ import os
 
 from zoo.jobs.train_options import TrainOptions
 from zoo.cli import report
-from zoo.cli.common import (add_batch_flag, add_ctx_flag, add_dataset_flags, add_hidden_alias,
-                            add_input_size_flags, add_progress_flag)
+from zoo.cli.common import add_hidden_alias
 from zoo.flags import add_flags
 
 __all__ = ["add_arguments", "add_data_arguments", "run"]
 
 
-def add_data_arguments(p, options):
+def add_data_arguments(p, options_class):
     """The flags saying what data a run sees and how (``zoo train``'s and ``zoo
     check-data``'s): the dataset and its splits, the input size, the batch, the
-    augmentation, the seed, what ``--skip-bad`` may drop. The flags several commands share
-    (:mod:`zoo.cli.common`) take their defaults from ``options`` (:class:`TrainOptions`, or
-    check-data's copy of its data fields); the others are declared on :class:`TrainOptions`'
-    fields."""
-    add_dataset_flags(p, options, {"--train-split": "split to train on",
-                                   "--val-split": "split to validate on ('' for none)"})
+    augmentation, the seed, what ``--skip-bad`` may drop; declared on the fields of
+    ``options_class`` (:class:`TrainOptions`, or check-data's, which shares these fields)."""
+    add_flags(p, options_class, "dataset", "data_root", "train_split")
     add_hidden_alias(p, "--train-set", "train_split")
+    add_flags(p, options_class, "val_split")
     add_hidden_alias(p, "--val-set", "val_split")
-    add_flags(p, TrainOptions, "max_skipped", defaults=options)
-    add_input_size_flags(p, options)
-    add_batch_flag(p, options.batch_size)
-    add_flags(p, TrainOptions, "seed", "max_expand", "crop", defaults=options)
+    add_flags(p, options_class, "annotations", "image_dir", "skip_bad", "data_threads",
+              "max_skipped", "data_shape", "batch_size", "seed", "max_expand", "crop")
 
 
 def add_arguments(p):
@@ -42,17 +37,15 @@ def add_arguments(p):
     add_flags(p, TrainOptions, "network")
     add_data_arguments(p, TrainOptions)
     add_flags(p, TrainOptions, "epochs", "lr", "lr_steps", "lr_factor", "warmup_epochs",
-              "optimizer", "momentum", "wd", "clip_gradient")
-    add_ctx_flag(p, TrainOptions.ctx)
-    add_flags(p, TrainOptions, "kv_store", "connect_timeout")
+              "optimizer", "momentum", "wd", "clip_gradient", "ctx", "kv_store",
+              "connect_timeout")
     # What a run starts from and keeps fixed. The freeze patterns are checked once, by
     # zoo.engine.options.TrainerOptions, before the run touches anything.
     add_flags(p, TrainOptions, "pretrained_backbone", "freeze", "freeze_bn", "resume",
               "init_from", "init_epoch")
     # Where the run writes, how often it validates, and what it watches.
     add_flags(p, TrainOptions, "overwrite", "keep_last", "output_dir", "val_interval",
-              "memory_saving", "dtype", "health", "reference", "overfit_batch")
-    add_progress_flag(p)
+              "memory_saving", "dtype", "health", "reference", "overfit_batch", "progress")
 
 
 def run(args):

@@ -21,6 +21,8 @@ from typing import Dict, List, Optional, Tuple
 
 from zoo.distributed import cluster as distributed
 from zoo.errors import OptionsError
+from zoo.flags import (REQUIRED, flag, nonnegative_float, nonnegative_int, options_from,
+                       positive_float, positive_int)
 from zoo.process import users_environment
 
 __all__ = ["LaunchOptions", "launch", "process_specs", "read_hosts", "run", "say", "start", "stop"]
@@ -35,21 +37,50 @@ SSH_CLOSED = re.compile(r"Connection to \S+ closed\.$")
 
 @dataclass(frozen=True)
 class LaunchOptions:
+    """What ``zoo launch`` starts, and where: each field but ``command`` (the words after
+    ``--``) declares its flag (:mod:`zoo.flags`)."""
     command: Tuple[str, ...]             # run on every worker
-    num_workers: int = 1
-    num_servers: int = 1
-    host_file: Optional[str] = None      # None: every process on this machine (127.0.0.1)
-    scheduler_host: Optional[str] = None  # None: 127.0.0.1, or the address towards host 1
-    port: int = 0                        # scheduler port; 0: a free one
-    interface: Optional[str] = None      # DMLC_INTERFACE of remote processes
-    env: Tuple[str, ...] = ()            # NAME or NAME=VALUE also set or forwarded
-    connect_timeout: float = distributed.DEFAULT_CONNECT_TIMEOUT
-    grace: float = 10.0                  # seconds between SIGTERM and SIGKILL
-    python: str = sys.executable         # runs the scheduler and servers
-    remote_dir: str = field(default_factory=os.getcwd)
-    ssh_port: Optional[int] = None
-    ssh_config: Optional[str] = None     # ssh -F: keys, users and known hosts of the hosts
-    host_timeout: float = distributed.DEFAULT_HOST_TIMEOUT  # silent ssh connection: host lost
+    num_workers: int = flag(1, "worker processes", name=("-n", "--num-workers"),
+                            type=positive_int)
+    num_servers: int = flag(1, "server processes (about one per host for large models)",
+                            name=("-s", "--num-servers"), type=positive_int)
+    host_file: Optional[str] = flag(     # None: every process on this machine (127.0.0.1)
+        None, "run servers and workers round-robin on these hosts over ssh (unset: all on "
+              "this machine, on 127.0.0.1)", name=("-H", "--host-file"))
+    scheduler_host: Optional[str] = flag(  # None: 127.0.0.1, or the address towards host 1
+        None, "address of this machine that every host can reach (unset: 127.0.0.1 locally, "
+              "else the address on the route to the first host)")
+    port: int = flag(0, "scheduler port (0: a free one)", type=nonnegative_int)
+    interface: Optional[str] = flag(     # DMLC_INTERFACE of remote processes
+        None, "network interface whose address remote servers and workers announce "
+              "(DMLC_INTERFACE; unset: ps-lite's first non-loopback one)")
+    env: Tuple[str, ...] = flag(         # NAME or NAME=VALUE also set or forwarded
+        (), "also set or forward this variable (repeatable); over ssh only MXNET_*, PS_*, "
+            "OMP_*, KMP_* and ZOO_* are forwarded otherwise", action="append",
+        metavar="NAME[=VALUE]")
+    connect_timeout: float = flag(
+        distributed.DEFAULT_CONNECT_TIMEOUT, "seconds a worker waits for the cluster to form "
+        "before it fails (passed as $%s)" % distributed.CONNECT_TIMEOUT_VARIABLE,
+        type=positive_float)
+    grace: float = flag(10.0, "seconds processes get to exit after SIGTERM, and servers after "
+                              "the workers finish, before they are killed",
+                        type=nonnegative_float)
+    python: str = flag(sys.executable, "Python that runs the scheduler and servers (on every "
+                                       "host)")
+    remote_dir: str = flag(REQUIRED, "folder the command runs in on remote hosts",
+                           default_factory=os.getcwd)
+    ssh_port: Optional[int] = flag(None, "port of sshd on the hosts (unset: ssh's own default)",
+                                   type=positive_int)
+    ssh_config: Optional[str] = flag(    # ssh -F: keys, users and known hosts of the hosts
+        None, "ssh configuration file for the hosts (ssh -F; unset: ssh's own)", metavar="FILE")
+    host_timeout: float = flag(          # silent ssh connection: host lost
+        distributed.DEFAULT_HOST_TIMEOUT, "seconds a host may leave its ssh connection "
+        "unanswered before it counts as lost and the launch fails", type=positive_float)
+
+    @classmethod
+    def from_flags(cls, args, **values):
+        """The options of ``zoo launch``'s parsed flags, those of ``values`` given."""
+        return options_from(cls, args, **values)
 
     def __post_init__(self):
         if not self.command:

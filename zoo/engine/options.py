@@ -9,8 +9,9 @@ from typing import Optional
 
 from zoo.choices import OPTIMIZERS, TRAIN_DTYPES
 from zoo.errors import OptionsError
-from zoo.flags import (comma_list, flag, float_in, increasing, nonnegative_float,
-                       nonnegative_int, positive_float, positive_int)
+from zoo.flags import (batch_size_flag, comma_list, flag, float_in, increasing,
+                       nonnegative_float, nonnegative_int, positive_float, positive_int)
+from zoo.flags import ctx as ctx_name  # "ctx" is the field's name
 from zoo.process import gpu_ids
 
 __all__ = ["KV_STORES", "OptimizerOptions", "TrainerOptions", "check_lr_steps",
@@ -31,8 +32,8 @@ class TrainerOptions:
     (:mod:`zoo.engine.precision`: parameters, optimizer and losses stay fp32; ``auto`` is
     resolved by the job first)."""
     epochs: int = flag(10, "epochs to train in all", type=positive_int)
-    batch_size: int = 16                 # its flag is every command's (zoo.cli.common)
-    ctx: str = "cpu"                     # its flag is every command's (zoo.cli.common)
+    batch_size: int = batch_size_flag(16)  # every command's flag (zoo.flags)
+    ctx: str = flag("cpu", "'cpu' or 'gpu0,1,...'", type=ctx_name)
     kv_store: str = flag("local", "dist_* runs under `zoo launch`, each worker on its rank's "
                                   "shard of the data", choices=KV_STORES)
     freeze: str = flag("", "regular expression of parameter names to keep fixed, e.g. "

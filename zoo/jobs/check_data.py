@@ -6,6 +6,8 @@ from dataclasses import dataclass, fields
 from typing import Optional, Tuple
 
 from zoo.engine.health.report import HealthReport
+from zoo.flags import REQUIRED, field_of, flag, options_from, positive_int
+from zoo.flags import network as network_name  # "network" is the field's name
 from zoo.jobs.train_options import TrainOptions
 from zoo.schema.preprocessing import input_size
 
@@ -14,26 +16,33 @@ __all__ = ["CheckDataOptions", "CheckDataResult", "check_data"]
 
 @dataclass(frozen=True)
 class CheckDataOptions:
-    """The data flags of :class:`~zoo.jobs.train_options.TrainOptions` (same names and
+    """The data flags of :class:`~zoo.jobs.train_options.TrainOptions` (its fields, flags and
     defaults), the model whose input the batches are drawn for, and how many batches to
     draw."""
-    network: str                         # registered model name or YAML config path
-    dataset: str = TrainOptions.dataset
-    data_root: str = TrainOptions.data_root
-    train_split: str = TrainOptions.train_split
-    val_split: str = TrainOptions.val_split
-    data_shape: Optional[int] = TrainOptions.data_shape
-    batch_size: int = TrainOptions.batch_size
-    max_expand: float = TrainOptions.max_expand
-    crop: bool = TrainOptions.crop
-    seed: int = TrainOptions.seed
-    skip_bad: bool = TrainOptions.skip_bad
-    max_skipped: float = TrainOptions.max_skipped
-    annotations: Optional[str] = TrainOptions.annotations
-    image_dir: Optional[str] = TrainOptions.image_dir
-    data_threads: Optional[int] = TrainOptions.data_threads
-    output_dir: str = os.path.join("output", "check-data")
-    batches: int = 3                     # first batches of the first epoch drawn
+    network: str = flag(REQUIRED, "registered model name or YAML config path: the model whose "
+                                  "input the batches are drawn for", type=network_name)
+    dataset: str = field_of(TrainOptions, "dataset")
+    data_root: str = field_of(TrainOptions, "data_root")
+    train_split: str = field_of(TrainOptions, "train_split")
+    val_split: str = field_of(TrainOptions, "val_split")
+    data_shape: Optional[int] = field_of(TrainOptions, "data_shape")
+    batch_size: int = field_of(TrainOptions, "batch_size")
+    max_expand: float = field_of(TrainOptions, "max_expand")
+    crop: bool = field_of(TrainOptions, "crop")
+    seed: int = field_of(TrainOptions, "seed")
+    skip_bad: bool = field_of(TrainOptions, "skip_bad")
+    max_skipped: float = field_of(TrainOptions, "max_skipped")
+    annotations: Optional[str] = field_of(TrainOptions, "annotations")
+    image_dir: Optional[str] = field_of(TrainOptions, "image_dir")
+    data_threads: Optional[int] = field_of(TrainOptions, "data_threads")
+    output_dir: str = flag(os.path.join("output", "check-data"),
+                           "folder of the pictures train_batch0.png, ...")
+    batches: int = flag(3, "first batches of the first epoch to draw", type=positive_int)
+
+    @classmethod
+    def from_flags(cls, args, **values):
+        """The options of ``zoo check-data``'s parsed flags, those of ``values`` given."""
+        return options_from(cls, args, **values)
 
     def train_options(self):
         """The :class:`TrainOptions` of a run on this data (its other settings default)."""

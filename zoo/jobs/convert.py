@@ -5,13 +5,29 @@ so this is the one place that rebuilds a model from the registry or a YAML file;
 artifact (:mod:`zoo.artifact`) never does.
 """
 import os
+from dataclasses import dataclass
+from typing import Optional
 
-from zoo import artifact
 from zoo.config.loading import load_config
-from zoo.model import build_model
 from zoo.config.registry import get_config
+from zoo.flags import checkpoint_flag, epoch_flag, flag, options_from
 
-__all__ = ["convert_v1"]
+__all__ = ["ConvertOptions", "convert_v1"]
+
+
+@dataclass(frozen=True)
+class ConvertOptions:
+    """What ``zoo convert`` rewrites (:func:`convert_v1`'s arguments): each field declares its
+    flag (:mod:`zoo.flags`)."""
+    checkpoint: str = checkpoint_flag("format-1 checkpoint prefix")
+    epoch: Optional[int] = epoch_flag("every format-1 epoch")
+    output: Optional[str] = flag(None, "prefix of the artifact (default: the checkpoint's, in "
+                                       "place)", metavar="PREFIX")
+
+    @classmethod
+    def from_flags(cls, args, **values):
+        """The options of ``zoo convert``'s parsed flags, those of ``values`` given."""
+        return options_from(cls, args, **values)
 
 
 def convert_v1(prefix, epoch=None, output=None):
@@ -23,6 +39,9 @@ def convert_v1(prefix, epoch=None, output=None):
     so run it where the checkpoint was trained. Its pickled optimizer state is never read:
     a converted epoch has none, and in place its ``.states`` file is removed.
     """
+    # Imported here, as in each function below: artifacts load MXNet, which the options (and
+    # zoo convert --help) do without.
+    from zoo import artifact
     chosen = [epoch] if epoch is not None else [
         number for number in artifact.epochs(prefix)
         if "format" not in artifact.read_json(artifact.epoch_files(prefix, number).meta)]
@@ -49,6 +68,8 @@ def convert_v1(prefix, epoch=None, output=None):
 
 
 def _convert_epoch(prefix, epoch, output):
+    from zoo import artifact
+    from zoo.model import build_model
     files = artifact.epoch_files(prefix, epoch)
     meta = artifact.read_json(files.meta)
     if "format" in meta:
@@ -70,6 +91,7 @@ def _convert_epoch(prefix, epoch, output):
 
 
 def _v1_config(meta_path, network):
+    from zoo import artifact
     if os.path.exists(network):
         return load_config(network)
     try:

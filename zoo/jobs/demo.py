@@ -6,6 +6,8 @@ from dataclasses import dataclass
 from typing import Optional
 
 from zoo.errors import OptionsError
+from zoo.flags import (ARTIFACT_OR_DEPLOYED, REQUIRED, checkpoint_flag, epoch_flag, exif_flag,
+                       flag, fraction, options_from)
 from zoo.checkpoint import open_detector
 from zoo.inference.runner import SCORE_THRESHOLD
 from zoo.inference.visualize import ENCODINGS, draw, save_image
@@ -15,12 +17,20 @@ __all__ = ["DemoOptions", "demo"]
 
 @dataclass(frozen=True)
 class DemoOptions:
-    checkpoint: str                      # artifact prefix (fp32, int8, bf16), .onnx or .xml file
-    image: str
-    output: str = "detections.png"
-    epoch: Optional[int] = None          # None: the best validated epoch, else the newest
-    threshold: float = SCORE_THRESHOLD   # lowest score drawn, a detector's default
-    exif: str = "apply"                  # "apply": a photo as a viewer shows it; "ignore"
+    """What ``zoo demo`` draws: each field declares its flag (:mod:`zoo.flags`)."""
+    checkpoint: str = checkpoint_flag(ARTIFACT_OR_DEPLOYED)
+    image: str = flag(REQUIRED, "image file (JPEG or PNG)")
+    output: str = flag("detections.png", "picture to write, encoded as its extension says "
+                                         "(.png, .jpg, ...)")
+    epoch: Optional[int] = epoch_flag()  # None: the best validated epoch, else the newest
+    threshold: float = flag(SCORE_THRESHOLD, "lowest score drawn",  # a detector's default
+                            type=fraction)
+    exif: str = exif_flag()              # "apply": a photo as a viewer shows it; "ignore"
+
+    @classmethod
+    def from_flags(cls, args, **values):
+        """The options of ``zoo demo``'s parsed flags, those of ``values`` given."""
+        return options_from(cls, args, **values)
 
     def __post_init__(self):
         extension = os.path.splitext(self.output)[1]

@@ -7,6 +7,10 @@ from dataclasses import dataclass
 from typing import Optional, Tuple
 
 from zoo.errors import OptionsError
+from zoo.flags import (ARTIFACT_OR_DEPLOYED, annotations_flag, batch_size_flag, checkpoint_flag,
+                       class_map_flag, data_root_flag, data_shape_flag, data_threads_flag,
+                       dataset_flag, epoch_flag, flag, image_dir_flag, max_size_flag,
+                       options_from, progress_flag, skip_bad_flag)
 from zoo.checkpoint import open_detector
 from zoo.inference.evaluation import coco_report, dataset_rows, voc_scores
 from zoo.jobs.datasets import DataSplit, checkpoint_name, open_for_artifact, relabel
@@ -16,25 +20,33 @@ __all__ = ["EvalOptions", "evaluate", "format_table"]
 
 @dataclass(frozen=True)
 class EvalOptions:
-    checkpoint: str                      # an artifact prefix, or a PREFIX.onnx or PREFIX.xml
-    data_root: Optional[str] = None      # None: only for a COCO split named by annotations
-                                         # and image_dir
-    epoch: Optional[int] = None          # None: the best validated epoch, else the newest
-    dataset: str = "voc"
-    split: str = "val"
-    batch_size: int = 8
-    data_threads: Optional[int] = None   # decoding images (and checking them for skip_bad)
-    skip_bad: bool = False
-    annotations: Optional[str] = None    # coco: the annotation file ({split}: the split)
-    image_dir: Optional[str] = None      # coco: the image folder ({split}: the split)
-    output: Optional[str] = None         # results JSON; None: default_output's, never one of
-                                         # another scoring
-    progress: bool = True
-    data_shape: Optional[int] = None     # the input size run at (a Faster R-CNN's short side
-    max_size: Optional[int] = None       # and long-side limit); None: the checkpoint's
+    """What ``zoo eval`` scores, and on what: each field declares its flag (:mod:`zoo.flags`)."""
+    checkpoint: str = checkpoint_flag(ARTIFACT_OR_DEPLOYED)
+    # None: only for a COCO split named by annotations and image_dir
+    data_root: Optional[str] = data_root_flag(None, named=True)
+    epoch: Optional[int] = epoch_flag()  # None: the best validated epoch, else the newest
+    dataset: str = dataset_flag("voc")
+    split: str = flag("val", "split to score")
+    batch_size: int = batch_size_flag(8)
+    data_threads: Optional[int] = data_threads_flag()  # decoding (and checking for skip_bad)
+    skip_bad: bool = skip_bad_flag()
+    annotations: Optional[str] = annotations_flag()
+    image_dir: Optional[str] = image_dir_flag()
+    output: Optional[str] = flag(        # None: default_output's, never one of another scoring
+        None, "results JSON, replaced if it exists (default: <checkpoint>-eval-<split>.json, "
+              "or -eval-<file stem>.json for --annotations without {split}, never replacing "
+              "another scoring's)")
+    progress: bool = progress_flag()
+    data_shape: Optional[int] = data_shape_flag(max_size=True, of_checkpoint=True)
+    max_size: Optional[int] = max_size_flag(of_checkpoint=True)  # None: the checkpoint's
     # None: the dataset's classes are the artifact's; else pairs (dataset class, artifact
     # class) matching a dataset of some (or renamed) classes, see jobs.datasets.class_lookup
-    class_map: Optional[Tuple[Tuple[str, str], ...]] = None
+    class_map: Optional[Tuple[Tuple[str, str], ...]] = class_map_flag()
+
+    @classmethod
+    def from_flags(cls, args, **values):
+        """The options of ``zoo eval``'s parsed flags, those of ``values`` given."""
+        return options_from(cls, args, **values)
 
 
 @dataclass(frozen=True)

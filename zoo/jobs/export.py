@@ -11,6 +11,12 @@ from typing import Optional, Tuple
 from zoo import runlock
 from zoo.errors import OptionsError
 from zoo.config.registry import network_config
+from zoo.data.factory import KINDS
+from zoo.flags import (REQUIRED, annotations_flag, class_map_flag, data_shape_flag,
+                       data_threads_flag, epoch_flag, existing_folder, flag, image_dir_flag,
+                       max_size_flag, options_from, positive_int, progress_flag)
+from zoo.flags import network as network_name  # "network" is the field's name
+from zoo.onnx import GRAPH_PREPROCESSING
 
 __all__ = ["ExportOptions", "FORMATS", "SUFFIXES", "export", "output_prefix", "write_onnx"]
 
@@ -23,29 +29,56 @@ WRITTEN_SUFFIXES = (".onnx", ".xml", ".bin", ".json", ".params")
 
 @dataclass(frozen=True)
 class ExportOptions:
-    output: str                          # prefix written (output_prefix: a folder is refused)
-    checkpoint: Optional[str] = None     # an artifact prefix, or
-    network: Optional[str] = None        # a registered model name or YAML config path
-    epoch: Optional[int] = None          # of checkpoint; None: best, else newest
-    data_shape: Optional[int] = None     # input size (a Faster R-CNN's short side) a network
-    max_size: Optional[int] = None       # is built at, a checkpoint runs at (recorded in the
-                                         # export); None: the config's, the checkpoint's
-    fused: bool = True                   # mxnet: MKL-DNN fused graph; False: portable graph
-    format: str = "mxnet"                # one of FORMATS
-    graph_preprocessing: str = "none"    # onnx: "normalize" takes RGB pixels (zoo.onnx.export)
-    verify: tuple = ()                   # onnx: images on which ONNX Runtime must agree
-    int8: bool = False                   # openvino: calibrate and quantize to int8
-    dataset: str = "voc"                 # openvino int8: the calibration images' dataset,
-    data_root: Optional[str] = None      # its root
-    split: str = "train"                 # and split (calibrate on images you do not score)
-    annotations: Optional[str] = None    # coco: the annotation file ({split}: the split)
-    image_dir: Optional[str] = None      # coco: the image folder ({split}: the split)
-    calib_images: int = 32               # the first images of the split calibrated on
-    batch_size: int = 8                  # calibration batch size
-    data_threads: Optional[int] = None
-    skip_bad: bool = False
-    class_map: Optional[Tuple[Tuple[str, str], ...]] = None  # as zoo quantize's
-    progress: bool = True
+    """What ``zoo export`` writes, from what: each field declares its flag (:mod:`zoo.flags`);
+    the int8 ones are OpenVINO's calibration's."""
+    output: str = flag(                  # prefix written (output_prefix: a folder is refused)
+        REQUIRED, "the file to write, one prefix for every format: PREFIX-NNNN.json and "
+                  ".params (mxnet), PREFIX.onnx (onnx), PREFIX.xml and PREFIX.bin (openvino); "
+                  "a name ending in the format's own suffix is that file (out/ssd.onnx writes "
+                  "out/ssd.onnx). A folder (out/, an existing folder) is refused: name the "
+                  "file in it", metavar="PREFIX")
+    checkpoint: Optional[str] = flag(None, "artifact prefix", metavar="PREFIX")  # or
+    network: Optional[str] = flag(None, "registered model name or YAML config path",
+                                  type=network_name)
+    epoch: Optional[int] = epoch_flag()  # of checkpoint; None: best, else newest
+    # The input size a network is built at, a checkpoint runs at (recorded in the export);
+    # None: the config's, the checkpoint's.
+    data_shape: Optional[int] = data_shape_flag(max_size=True, of_network=True,
+                                                of_checkpoint=True)
+    max_size: Optional[int] = max_size_flag(of_network=True, of_checkpoint=True)
+    fused: bool = flag(True, "mxnet: write the portable graph instead of MKL-DNN's fused one",
+                       name="--no-fuse")
+    format: str = flag("mxnet", "an MXNet artifact, one ONNX file holding the whole detector, "
+                                "or an OpenVINO model (PREFIX.xml and PREFIX.bin)",
+                       choices=FORMATS)
+    graph_preprocessing: str = flag(     # zoo.onnx.export
+        "none", "onnx: 'normalize' takes RGB pixels 0-255 (B, H, W, 3) and normalises them in "
+                "the graph; 'none' takes the normalised (B, 3, H, W) input",
+        choices=GRAPH_PREPROCESSING)
+    verify: tuple = flag((), "onnx: image files on which ONNX Runtime must detect what MXNet "
+                             "does (top 100: same classes in order, scores within 1e-4, boxes "
+                             "within 1e-3 of the image side)", nargs="+", metavar="IMAGE")
+    int8: bool = flag(False, "openvino: quantize convolutions and fully connected layers to "
+                             "int8, calibrated on the first --calib-images of --data-root's "
+                             "--split (post-processing stays fp32)")
+    dataset: str = flag("voc", "--int8: the calibration images' dataset format", choices=KINDS)
+    data_root: Optional[str] = flag(
+        None, "--int8: the calibration dataset folder (not needed for --dataset coco with "
+              "--annotations and --image-dir)", type=existing_folder)
+    split: str = flag("train", "--int8: split to calibrate on (not one you score on)")
+    annotations: Optional[str] = annotations_flag("--int8 --dataset coco")
+    image_dir: Optional[str] = image_dir_flag("--int8 --dataset coco")
+    calib_images: int = flag(32, "--int8: images calibrated on", type=positive_int)
+    batch_size: int = flag(8, "--int8: calibration images per batch", type=positive_int)
+    data_threads: Optional[int] = data_threads_flag()
+    skip_bad: bool = flag(False, "--int8: skip bad images with a warning instead of stopping")
+    class_map: Optional[Tuple[Tuple[str, str], ...]] = class_map_flag()  # as zoo quantize's
+    progress: bool = progress_flag()
+
+    @classmethod
+    def from_flags(cls, args, **values):
+        """The options of ``zoo export``'s parsed flags, those of ``values`` given."""
+        return options_from(cls, args, **values)
 
 
 @dataclass(frozen=True)

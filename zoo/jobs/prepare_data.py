@@ -10,6 +10,7 @@ from typing import Callable, Optional
 from zoo.data.coco import COCODataset
 from zoo.data.voc import VOCDataset
 from zoo.errors import OptionsError
+from zoo.flags import REQUIRED, flag, options_from
 
 __all__ = ["FORMATS", "PrepareOptions", "prepare_data"]
 
@@ -18,13 +19,19 @@ FORMATS = ("voc", "coco")
 
 @dataclass(frozen=True)
 class PrepareOptions:
-    format: str                          # "voc" or "coco"
-    output: str                          # prefix of the files written
-    root: Optional[str] = None           # voc: the folder holding Annotations/, JPEGImages/
-    split: str = "trainval"              # voc: an image set of ImageSets/Main
-    annotations: Optional[str] = None    # coco: the annotation JSON file
-    image_dir: Optional[str] = None      # coco: the folder holding the images
-    skip_bad: bool = False
+    """What ``zoo prepare-data`` packs: each field declares its flag (:mod:`zoo.flags`)."""
+    format: str = flag(REQUIRED, "dataset format", choices=FORMATS)
+    output: str = flag(REQUIRED, "output path without extension", metavar="PREFIX")
+    root: Optional[str] = flag(None, "voc: the folder holding Annotations/ and JPEGImages/")
+    split: str = flag("trainval", "voc: an image set of ImageSets/Main")
+    annotations: Optional[str] = flag(None, "coco: the annotation JSON file")
+    image_dir: Optional[str] = flag(None, "coco: the folder holding the images")
+    skip_bad: bool = flag(False, "skip bad records with one warning instead of stopping")
+
+    @classmethod
+    def from_flags(cls, args, **values):
+        """The options of ``zoo prepare-data``'s parsed flags, those of ``values`` given."""
+        return options_from(cls, args, **values)
 
 
 @dataclass(frozen=True)

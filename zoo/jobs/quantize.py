@@ -8,7 +8,11 @@ from dataclasses import dataclass
 from typing import Optional, Tuple
 
 from zoo import runlock
+from zoo.choices import CALIB_MODES
 from zoo.errors import DataError, OptionsError
+from zoo.flags import (annotations_flag, batch_size_flag, checkpoint_flag, class_map_flag,
+                       comma_list, data_root_flag, data_threads_flag, dataset_flag, epoch_flag,
+                       flag, image_dir_flag, options_from, positive_int, skip_bad_flag)
 from zoo.jobs.datasets import DataSplit, checkpoint_name, open_for_artifact
 
 __all__ = ["DTYPES", "QuantizeOptions", "quantize"]
@@ -22,25 +26,37 @@ order ``zoo benchmark --dtypes bf16`` times faster of the two on SSD-512 ResNet-
 
 @dataclass(frozen=True)
 class QuantizeOptions:
-    checkpoint: str
-    data_root: Optional[str] = None      # None: only for a COCO split named by annotations
-                                         # and image_dir
-    epoch: Optional[int] = None          # None: the best validated epoch, else the newest
-    dataset: str = "voc"
-    split: str = "train"                 # calibrate on images you do not evaluate on
-    calib_mode: str = "naive"            # naive: observed min/max; entropy: KL thresholds
-    calib_batches: int = 5
-    batch_size: int = 8
-    exclude: Tuple[str, ...] = ()        # layers kept in fp32 besides the defaults
-    output: Optional[str] = None         # prefix; None: <checkpoint>-<dtype>
-    data_threads: Optional[int] = None
-    skip_bad: bool = False
-    annotations: Optional[str] = None    # coco: the annotation file ({split}: the split)
-    image_dir: Optional[str] = None      # coco: the image folder ({split}: the split)
+    """What ``zoo quantize`` converts, and the data int8 calibrates on: each field declares
+    its flag (:mod:`zoo.flags`)."""
+    checkpoint: str = checkpoint_flag("fp32 artifact prefix")
+    # None: only for a COCO split named by annotations and image_dir
+    data_root: Optional[str] = data_root_flag(None, named=True)
+    epoch: Optional[int] = epoch_flag()  # None: the best validated epoch, else the newest
+    dataset: str = dataset_flag("voc")
+    split: str = flag("train", "split whose first images calibrate (not the one you evaluate "
+                               "on)")
+    calib_mode: str = flag("naive", "naive: observed min/max; entropy: KL-optimal thresholds",
+                           choices=CALIB_MODES)
+    calib_batches: int = flag(5, "batches of the split that calibrate", type=positive_int)
+    batch_size: int = batch_size_flag(8)
+    exclude: Tuple[str, ...] = flag((), "comma-separated layer names to keep in fp32 besides "
+                                        "the defaults", type=comma_list(str))
+    output: Optional[str] = flag(None, "output prefix (default: <checkpoint>-int8, or -bf16)")
+    data_threads: Optional[int] = data_threads_flag()
+    skip_bad: bool = skip_bad_flag()
+    annotations: Optional[str] = annotations_flag()
+    image_dir: Optional[str] = image_dir_flag()
     # None: the dataset's classes are the artifact's; else pairs (dataset class, artifact
     # class), see jobs.datasets.class_lookup (calibration only needs matching images)
-    class_map: Optional[Tuple[Tuple[str, str], ...]] = None
-    dtype: str = "int8"                  # int8: calibrated; bf16: converted, needs no data
+    class_map: Optional[Tuple[Tuple[str, str], ...]] = class_map_flag()
+    dtype: str = flag("int8", "int8: calibrated on a dataset split (the flags below); bf16: "
+                              "converted, no data and no calibration flags (a CPU with "
+                              "avx512_bf16 or amx_bf16)", choices=DTYPES)
+
+    @classmethod
+    def from_flags(cls, args, **values):
+        """The options of ``zoo quantize``'s parsed flags, those of ``values`` given."""
+        return options_from(cls, args, **values)
 
     def __post_init__(self):
         if self.dtype not in DTYPES:

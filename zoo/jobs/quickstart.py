@@ -9,6 +9,7 @@ import sys
 from dataclasses import dataclass
 
 from zoo.data import VOCDataset, embedded
+from zoo.flags import flag, nonnegative_int, options_from, positive_int, progress_flag
 from zoo.inference.visualize import plot_training_log
 from zoo.jobs.demo import DemoOptions, demo
 from zoo.jobs.evaluate import EvalOptions, evaluate
@@ -27,10 +28,19 @@ ONNX_CHECK_IMAGES = 20
 
 @dataclass(frozen=True)
 class QuickstartOptions:
-    output_dir: str = "output"
-    epochs: int = EPOCHS
-    seed: int = 0
-    progress: bool = True
+    """What ``zoo quickstart`` (``make demo``) runs: each field declares its flag
+    (:mod:`zoo.flags`)."""
+    output_dir: str = flag("output", "folder of everything written")
+    epochs: int = flag(EPOCHS, "training epochs (its accuracy band holds for the default only)",
+                       type=positive_int)
+    seed: int = flag(0, "seed of the training run (initialisation, batch order, augmentation)",
+                     type=nonnegative_int)
+    progress: bool = progress_flag()
+
+    @classmethod
+    def from_flags(cls, args, **values):
+        """The options of ``zoo quickstart``'s parsed flags, those of ``values`` given."""
+        return options_from(cls, args, **values)
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,8 @@ loop's in :mod:`zoo.engine.options` (:class:`TrainOptions` is a
 :class:`~zoo.engine.options.TrainerOptions` and an
 :class:`~zoo.engine.options.OptimizerOptions`, and the Trainer takes it as both), the job's
 own here. The flags that several commands share (``--dataset``, ``--data-shape``,
-``--batch-size``, ``--ctx``, ...) are declared in :mod:`zoo.cli.common`, with these fields'
-defaults; a test (``tests/zoo/test_flags.py``) holds each field and its flag together."""
+``--batch-size``, ...) are declared in :mod:`zoo.flags`, each field taking its maker; a test
+(``tests/zoo/test_flags.py``) holds each field and its flag together."""
 import os
 from dataclasses import dataclass
 from typing import Optional
@@ -17,8 +17,10 @@ from typing import Optional
 from zoo.choices import OVERFIT_FRACTION
 from zoo.distributed.cluster import DEFAULT_CONNECT_TIMEOUT
 from zoo.engine.options import KV_STORES, OptimizerOptions, TrainerOptions
-from zoo.flags import (flag, float_in, fraction, nonnegative_int, options_from,
-                       positive_float, positive_int)
+from zoo.flags import (annotations_flag, data_root_flag, data_shape_flag, data_threads_flag,
+                       dataset_flag, flag, float_in, fraction, image_dir_flag, nonnegative_int,
+                       options_from, positive_float, positive_int, progress_flag,
+                       skip_bad_flag)
 from zoo.flags import network as network_name  # "network" is the field's name
 
 __all__ = ["KV_STORES", "TrainOptions"]
@@ -36,11 +38,11 @@ class TrainOptions(TrainerOptions, OptimizerOptions):
     network: Optional[str] = flag(       # None: init_from's stored config
         None, "registered model name or YAML config path (default with --init-from: the "
               "config its artifact stores)", type=network_name)
-    dataset: str = "embedded"            # a kind of zoo.data.factory.KINDS
-    data_root: str = os.path.join("output", "shapes")
-    train_split: str = "train"
-    val_split: str = "val"               # "" for no validation
-    data_shape: Optional[int] = None     # None: the config's
+    dataset: str = dataset_flag("embedded")
+    data_root: str = data_root_flag(os.path.join("output", "shapes"))
+    train_split: str = flag("train", "split to train on")
+    val_split: str = flag("val", "split to validate on ('' for none)")
+    data_shape: Optional[int] = data_shape_flag()  # None: the config's
     lr: Optional[float] = flag(          # None: the recipe's (zoo.jobs.train.learning_rate)
         None, "learning rate of a step, kept whatever the batch (default: the architecture's "
               "recipe lr scaled linearly to the total batch, --batch-size x dist_sync "
@@ -68,18 +70,18 @@ class TrainOptions(TrainerOptions, OptimizerOptions):
     output_dir: str = flag(os.path.join("output", "train"),
                            "folder of the artifact (PREFIX = <output-dir>/<model name>) and "
                            "the CSV log")
-    data_threads: Optional[int] = None   # None: all cores
+    data_threads: Optional[int] = data_threads_flag()  # None: all cores
     val_interval: int = flag(1, "validate every N epochs", type=positive_int)
     max_expand: float = flag(4.0, "largest zoom-out of the expansion augmentation (1 disables "
                                   "it)", type=float_in(1.0))
     crop: bool = flag(True, "no IoU-constrained random crop in the augmentation")
-    skip_bad: bool = False
+    skip_bad: bool = skip_bad_flag()
     max_skipped: float = flag(
         0.2, "with --skip-bad: stop when more than this share of a split's images would be "
              "dropped, rather than train on the few left", type=fraction, metavar="SHARE")
-    annotations: Optional[str] = None    # coco: the annotation file ({split}: the split)
-    image_dir: Optional[str] = None      # coco: the image folder ({split}: the split)
-    progress: bool = True
+    annotations: Optional[str] = annotations_flag()
+    image_dir: Optional[str] = image_dir_flag()
+    progress: bool = progress_flag()
     health: bool = flag(
         True, "turn the training-health checks off (see the README's \"When training goes "
               "wrong\"); the run then prints no health warning")

@@ -13,49 +13,18 @@ Examples:
         --images output/shapes/JPEGImages
     zoo benchmark-detector --busy 4 --num-images 16 --image-size 1024 --runs 3
 """
-from zoo_bench.options import BUSY_CORES, DetectorBenchmarkOptions
-from zoo.config.registry import list_models
-from zoo.cli.common import add_input_size_flags, comma_list, fraction, options_from, positive_int
+from zoo_bench.options import DetectorBenchmarkOptions
+from zoo.flags import add_flags
 
 __all__ = ["add_arguments", "run"]
 
-DEFAULTS = DetectorBenchmarkOptions()
-
 
 def add_arguments(p):
-    source = p.add_mutually_exclusive_group()
-    source.add_argument("--network", choices=list_models(), metavar="NAME",
-                        default=DEFAULTS.network,
-                        help="registered model with random weights: %s"
-                             % ", ".join(list_models()))
-    source.add_argument("--checkpoint", metavar="PREFIX", help="artifact prefix, run as saved")
-    add_input_size_flags(p, DEFAULTS, of_network=True)
-    p.add_argument("--images", dest="image_dir", default=None,
-                   help="folder of images, any format the zoo reads (JPEG, PNG, BMP, TIFF, "
-                        "WebP); other files are skipped and named (default: generate "
-                        "--num-images into --work-dir)")
-    p.add_argument("--num-images", type=positive_int, default=DEFAULTS.num_images,
-                   help="images to generate")
-    p.add_argument("--image-size", type=positive_int, default=DEFAULTS.image_size,
-                   help="side of the generated images")
-    p.add_argument("--work-dir", default=DEFAULTS.work_dir, help="where to generate them")
-    p.add_argument("--batch-size", type=positive_int, default=DEFAULTS.batch_size,
-                   help="images per batch")
-    p.add_argument("--runs", type=positive_int, default=DEFAULTS.runs,
-                   help="timed passes of each kind; the best is reported")
-    # --threshold as zoo detect and demo name it; --score-threshold, its old name, still works
-    p.add_argument("--threshold", "--score-threshold", dest="score_threshold", type=fraction,
-                   default=DEFAULTS.score_threshold, metavar="THRESHOLD",
-                   help="lowest score kept")
-    p.add_argument("--mixed-orientations", action="store_true",
-                   help="generate portrait and landscape JPEGs of several aspect ratios "
-                        "(--image-size on the long side) instead of square ones")
-    p.add_argument("--batch-sizes", type=comma_list(positive_int), default=None,
-                   metavar="N,...", help="time seconds per image at each of these batch "
-                                         "sizes instead (e.g. 1,2,8)")
-    p.add_argument("--busy", type=positive_int, default=None, metavar="N",
-                   help="time the zoo detect command on %d cores, quiet and beside N "
-                        "CPU-bound processes on the same cores, instead (e.g. 4)" % BUSY_CORES)
+    add_flags(p.add_mutually_exclusive_group(), DetectorBenchmarkOptions, "network",
+              "checkpoint")
+    add_flags(p, DetectorBenchmarkOptions, "data_shape", "image_dir", "num_images",
+              "image_size", "work_dir", "batch_size", "runs", "score_threshold",
+              "mixed_orientations", "batch_sizes", "busy")
 
 
 def run(args):
@@ -63,11 +32,11 @@ def run(args):
     from zoo_bench.detector import (batch_sweep, benchmark_detector, busy_detect, busy_report,
                                     report, sweep_report)
     network = None if args.checkpoint else args.network
-    options = options_from(DetectorBenchmarkOptions, args, network=network)
-    if args.busy:
-        print(busy_report(busy_detect(options, args.busy)))
-    elif args.batch_sizes:
-        print(sweep_report(batch_sweep(options, args.batch_sizes)))
+    options = DetectorBenchmarkOptions.from_flags(args, network=network)
+    if options.busy:
+        print(busy_report(busy_detect(options, options.busy)))
+    elif options.batch_sizes:
+        print(sweep_report(batch_sweep(options, options.batch_sizes)))
     else:
         print(report(benchmark_detector(options)))
     return 0

@@ -17,68 +17,21 @@ The cost of the training-health checks (on against off, alternating):
         --steps 20 --rounds 7 --compare health
 
 """
-import argparse
-
-from zoo_bench.options import GLUONCV_RECIPES, TrainBenchmarkOptions
-from zoo.choices import TRAIN_DTYPES
-from zoo.config.registry import list_models
-from zoo.cli.common import (add_batch_flag, add_input_size_flags, comma_list, nonnegative_int,
-                            options_from, positive_float, positive_int)
+from zoo_bench.options import TrainBenchmarkOptions
+from zoo.flags import add_flags
 
 __all__ = ["add_arguments", "run"]
 
 
 def add_arguments(p):
-    p.add_argument("--network", default=TrainBenchmarkOptions.network, choices=list_models(),
-                   metavar="NAME", help="registered model; --compare gluoncv knows %s"
-                   % ", ".join(GLUONCV_RECIPES))
-    add_input_size_flags(p, TrainBenchmarkOptions, max_size=True)
-    add_batch_flag(p, TrainBenchmarkOptions.batch_size)
-    p.add_argument("--steps", type=positive_int, default=TrainBenchmarkOptions.steps,
-                   help="steps per round: one epoch of each side")
-    p.add_argument("--rounds", type=positive_int, default=TrainBenchmarkOptions.rounds,
-                   help="timed rounds per side")
-    p.add_argument("--warmup-rounds", type=nonnegative_int,
-                   default=TrainBenchmarkOptions.warmup_rounds,
-                   help="untimed rounds per side first")
-    p.add_argument("--data-threads", type=positive_int, default=TrainBenchmarkOptions.data_threads,
-                   help="our loader's threads and GluonCV's worker processes")
-    p.add_argument("--image-size", type=positive_int, default=TrainBenchmarkOptions.image_size,
-                   help="side of the embedded JPEGs, generated into --data-root")
-    p.add_argument("--num-images", type=positive_int, default=TrainBenchmarkOptions.num_images,
-                   help="distinct images generated; rounds cycle over them")
-    p.add_argument("--data-root", default=TrainBenchmarkOptions.data_root,
-                   help="folder of the generated images (default: output/shapes_<image-size>)")
-    p.add_argument("--freeze", default=TrainBenchmarkOptions.freeze,
-                   help="regular expression of our parameters kept fixed (GluonCV's recipe "
-                        "trains its network's collect_train_params())")
-    p.add_argument("--compare", choices=("gluoncv", "health", "none"),
-                   default=TrainBenchmarkOptions.compare,
-                   help="'health': ours with the training-health checks off and on, "
-                        "alternating (their cost); 'none': time ours only")
-    p.add_argument("--dtypes", type=comma_list(train_dtype),
-                   default=",".join(TrainBenchmarkOptions.dtypes),
-                   help="comma-separated precisions of our side, each run in turn beside "
-                        "GluonCV's (zoo train --dtype): %s; auto is bf16 where the CPU has "
-                        "it, else fp32 (default: %%(default)s)" % ", ".join(TRAIN_DTYPES))
-    p.add_argument("--peak-probes", type=nonnegative_int,
-                   default=TrainBenchmarkOptions.peak_probes,
-                   help="runs of each matmul peak probe (fp32, bf16), the best kept; 0: no "
-                        "ratio to the peaks (default: %(default)s)")
-    p.add_argument("--peak-seconds", type=positive_float,
-                   default=TrainBenchmarkOptions.peak_seconds,
-                   help="duration of each peak probe (default: %(default)s)")
-
-
-def train_dtype(value):
-    if value not in TRAIN_DTYPES:
-        raise argparse.ArgumentTypeError("one of %s, got %r" % (", ".join(TRAIN_DTYPES), value))
-    return value
+    add_flags(p, TrainBenchmarkOptions, "network", "data_shape", "max_size", "batch_size",
+              "steps", "rounds", "warmup_rounds", "data_threads", "image_size", "num_images",
+              "data_root", "freeze", "compare", "dtypes", "peak_probes", "peak_seconds")
 
 
 def run(args):
-    options = options_from(TrainBenchmarkOptions, args,
-                           compare=None if args.compare == "none" else args.compare)
+    options = TrainBenchmarkOptions.from_flags(
+        args, compare=None if args.compare == "none" else args.compare)
     # Imported here: the benchmarks load MXNet, which the parser (--help) does without.
     if options.compare == "health":
         from zoo_bench.health import benchmark_health
