@@ -18,11 +18,11 @@ import os
 from zoo.process import gpu_ids
 
 __all__ = ["ARTIFACT_OR_DEPLOYED", "BEST_EPOCH", "FLAG", "REQUIRED", "add_flag", "add_flags",
-           "add_shared_flag", "annotations_flag", "batch_size_flag", "checkpoint_flag",
+           "annotations_flag", "batch_size_flag", "checkpoint_flag",
            "class_map_flag", "class_pair", "comma_list", "ctx", "data_root_flag",
            "data_shape_flag", "data_threads_flag", "dataset_flag", "epoch_flag", "exif_flag",
-           "existing_folder", "field_default", "field_of", "flag", "flag_name", "float_in", "fraction",
-           "image_dir_flag", "increasing", "max_size_flag", "network", "nonnegative_float",
+           "existing_folder", "field_default", "field_of", "flag", "flag_name", "float_in",
+           "fraction", "image_dir_flag", "increasing", "inference_batch_flag", "max_size_flag", "network", "nonnegative_float",
            "nonnegative_int", "options_from", "positive_float", "positive_int",
            "progress_flag", "skip_bad_flag"]
 
@@ -273,6 +273,14 @@ def batch_size_flag(default):
     return flag(default, "images per batch", type=positive_int)
 
 
+def inference_batch_flag():
+    """``--batch-size`` of a command running a detector: None batches as many images as fill
+    about a megapixel of the network's input (:func:`zoo.inference.runner.default_batch_size`)."""
+    return flag(None, "images per batch (default: as many as fill about a megapixel of the "
+                      "network's input, at most 8: 8 for a small SSD, 4 at 512, 1 for a Faster "
+                      "R-CNN at 600x1000)", type=positive_int)
+
+
 def _size_default(value, of_network, of_checkpoint):
     """What an input size of None means: the config's, the checkpoint's, or either."""
     owners = [text for text, given in (("the config's", not of_checkpoint or of_network),
@@ -319,14 +327,6 @@ def class_map_flag():
 
 def progress_flag():
     return flag(True, "no progress bar (log lines only)")
-
-
-def add_shared_flag(parser, name, field, default=None):
-    """Add the flag of ``field``, a fresh field of a maker above, as field ``name``'s with
-    ``default`` (the maker's if None): for a command whose options class declares the field
-    without its flag yet."""
-    field.name = name  # as a dataclass names the fields of its class body
-    return add_flag(parser, field, field.default if default is None else default)
 
 
 def existing_folder(value):

@@ -45,15 +45,13 @@ COMMAND_OPTIONS = {
     "benchmark-detector": bench.DetectorBenchmarkOptions,
     "benchmark-calibration": bench.CalibrationBenchmarkOptions,
     "benchmark-decode": bench.DecodeBenchmarkOptions,
-    "benchmark-tiles": bench.TilesBenchmarkOptions, "launch": LaunchOptions,
+    "benchmark-tiles": bench.TilesBenchmarkOptions,
+    "benchmark-photos": bench.PhotosBenchmarkOptions, "launch": LaunchOptions,
     "plot-log": PlotLogOptions, "quickstart": QuickstartOptions}
 """The options class each command's run builds from its flags (None: a command of
 positional words only)."""
 
-NOT_YET = {
-    "detect": "DetectOptions declares --threshold alone; the lead moves the others onto its "
-              "fields (zoo/jobs/detect.py)",
-}
+NOT_YET = {}
 """Commands whose flags are still declared by hand, and why: each fails the test below, and
 once its flags are its fields the strict xfail fails until it is taken out of here."""
 

@@ -26,11 +26,7 @@ import argparse
 import shlex
 
 from zoo.errors import Interrupted
-from zoo.jobs.detect import FORMATS, DetectOptions, Stopped, detect
-from zoo.inference.tiles import DEFAULT_OVERLAP, MIN_TILE
-from zoo.cli.common import (add_checkpoint_flags, add_data_threads_flag,
-                            add_exif_flag, add_input_size_flags, add_progress_flag, comma_list,
-                            float_in, positive_int)
+from zoo.jobs.detect import DetectOptions, Stopped, detect
 from zoo.flags import add_flags
 
 __all__ = ["add_arguments", "continue_command", "detect_options", "more_positionals",
@@ -38,62 +34,14 @@ __all__ = ["add_arguments", "continue_command", "detect_options", "more_position
 
 
 def add_arguments(p):
-    add_checkpoint_flags(p, "artifact prefix (fp32, or int8 or bf16 from `zoo quantize`), or "
-                            "a PREFIX.onnx or PREFIX.xml (OpenVINO) file from `zoo export`",
-                         DetectOptions.epoch)
+    add_flags(p, DetectOptions, "checkpoint", "epoch")
     p.add_argument("inputs", nargs="*", metavar="INPUT",
                    help="image or video files, folders, globs (quote them: the zoo expands "
                         "them) or @FILE listing inputs one a line")
-    # a list: "append" appends to (a copy of) its default
-    p.add_argument("--list", dest="lists", action="append", default=list(DetectOptions.lists),
-                   metavar="FILE",
-                   help="text file listing inputs, one a line (repeatable)")
-    p.add_argument("--output", default=DetectOptions.output,
-                   help="folder to write into; refused if it holds files, unless --exist-ok")
-    p.add_argument("--exist-ok", action="store_true",
-                   help="write into an --output that holds files already (files of the same "
-                        "names are replaced; results.json lists this run's pictures only, "
-                        "results.jsonl keeps earlier runs' lines before them)")
-    p.add_argument("--resume", action="store_true",
-                   help="continue the run stopped in --output: skip the images recorded in "
-                        "its results.jsonl (refused if a setting differs)")
-    p.add_argument("--recursive", action="store_true",
-                   help="folders: their subfolders too (symlinked ones followed, each once); "
-                        "globs: '**' matches any depth")
-    p.add_argument("--every", type=positive_int, default=DetectOptions.every, metavar="N",
-                   help="videos: detect on every Nth frame")
-    add_flags(p, DetectOptions, "threshold")
-    p.add_argument("--max-detections", type=positive_int, default=DetectOptions.max_detections,
-                   help="the best-scoring detections kept per picture")
-    p.add_argument("--tiles", type=positive_int, default=DetectOptions.tiles, metavar="SIZE",
-                   help="also detect in overlapping square tiles of SIZE pixels of the photo, "
-                        "each resized to the network's input, for objects too small for the "
-                        "whole photo's pass (which is kept); boxes are merged (e.g. 800; at "
-                        "least %d)" % MIN_TILE)
-    p.add_argument("--tile-overlap", type=float_in(0.0, 1.0, high_open=True),
-                   default=DetectOptions.tile_overlap, metavar="SHARE",
-                   help="share of a tile's side its neighbours overlap (default %g)"
-                        % DEFAULT_OVERLAP)
-    p.add_argument("--classes", type=comma_list(str), default=DetectOptions.classes,
-                   metavar="NAME,...",
-                   help="keep only these classes (default: all)")
-    add_flags(p, DetectOptions, "batch_size")
-    add_input_size_flags(p, DetectOptions, max_size=True, of_checkpoint=True)
-    p.add_argument("--format", dest="image_format", choices=FORMATS,
-                   default=DetectOptions.image_format,
-                   help="format of the drawn pictures (default: each input's)")
-    p.add_argument("--no-pictures", dest="pictures", action="store_false",
-                   help="write no drawn pictures")
-    p.add_argument("--crops", action="store_true",
-                   help="write each detection cut out, in a folder per class")
-    p.add_argument("--txt", action="store_true",
-                   help="write one text file per picture, a line per detection: CLASS_ID "
-                        "CLASS_NAME SCORE X1 Y1 X2 Y2 (pixels; blanks in the name written _)")
-    p.add_argument("--strict", action="store_true",
-                   help="stop at the first file that cannot be read (default: skip it)")
-    add_exif_flag(p, DetectOptions.exif)
-    add_data_threads_flag(p, DetectOptions.data_threads)
-    add_progress_flag(p)
+    add_flags(p, DetectOptions, "lists", "output", "exist_ok", "resume", "recursive", "every",
+              "threshold", "max_detections", "tiles", "tile_overlap", "classes", "batch_size",
+              "data_shape", "max_size", "image_format", "pictures", "crops", "txt", "strict",
+              "exif", "data_threads", "progress")
 
 
 def more_positionals(args, unknown):

@@ -47,11 +47,14 @@ from zoo import runlock
 from zoo.atomicfile import TEMPORARY_MARK, remove_quietly, write_text
 from zoo.errors import DataError, Interrupted, OptionsError
 from zoo.filenames import unique_components
-from zoo.flags import flag, fraction, options_from, positive_int
+from zoo.flags import (ARTIFACT_OR_DEPLOYED, REQUIRED, checkpoint_flag, comma_list,
+                       data_shape_flag, data_threads_flag, epoch_flag, exif_flag, flag,
+                       float_in, fraction, inference_batch_flag, max_size_flag,
+                       options_from, positive_int, progress_flag)
 from zoo.checkpoint import open_detector
 from zoo.inference.inputs import LIST_PREFIX, InputImages, Skipped, expand_inputs, is_inside
 from zoo.inference.runner import MAX_DETECTIONS, SCORE_THRESHOLD
-from zoo.inference.tiles import detector_outputs, tiling
+from zoo.inference.tiles import DEFAULT_OVERLAP, MIN_TILE, detector_outputs, tiling
 from zoo.inference.visualize import ENCODINGS, draw, pixel_box, save_image
 from zoo.progress import NoBar, progress_bar
 from zoo.signals import stop_signals
@@ -82,35 +85,54 @@ FILE_FOLDERS = ("pictures", "labels", "crops")
 
 @dataclass(frozen=True)
 class DetectOptions:
-    checkpoint: str                          # artifact prefix (any precision), .onnx, .xml
-    inputs: Tuple[str, ...]                  # files, folders, globs, @LIST files
-    output: str = os.path.join("output", "detect")
-    epoch: Optional[int] = None              # None: the best validated epoch, else the newest
-    lists: Tuple[str, ...] = ()              # text files listing inputs, one a line
-    recursive: bool = False                  # folders: their subfolders too
-    every: int = 1                           # videos: every Nth frame
+    """What ``zoo detect`` runs, on what, and what it writes: each field declares its flag
+    (:mod:`zoo.flags`), but the inputs, which are its positional words."""
+    checkpoint: str = checkpoint_flag(ARTIFACT_OR_DEPLOYED)  # artifact prefix, .onnx, .xml
+    inputs: Tuple[str, ...] = REQUIRED       # files, folders, globs, @LIST files
+    output: str = flag(os.path.join("output", "detect"),
+                       "folder to write into; refused if it holds files, unless --exist-ok")
+    epoch: Optional[int] = epoch_flag()      # None: the best validated epoch, else the newest
+    lists: Tuple[str, ...] = flag((), "text file listing inputs, one a line (repeatable)",
+                                  name="--list", action="append", metavar="FILE")
+    recursive: bool = flag(False, "folders: their subfolders too (symlinked ones followed, "
+                                  "each once); globs: '**' matches any depth")
+    every: int = flag(1, "videos: detect on every Nth frame", type=positive_int, metavar="N")
     threshold: float = flag(SCORE_THRESHOLD, "lowest score kept",  # a detector's default
                             type=fraction)
-    max_detections: int = MAX_DETECTIONS     # the best-scoring ones kept per picture
-    tiles: Optional[int] = None              # tile side in pixels: run tiles too (small objects)
-    tile_overlap: Optional[float] = None     # share of a tile's side; None: tiles' default
-    classes: Tuple[str, ...] = ()            # () all, else only these class names
-    batch_size: Optional[int] = flag(
-        None, "images per batch (default: as many as fill about a megapixel of the network's "
-              "input, at most 8: 8 for a small SSD, 4 at 512, 1 for a Faster R-CNN at "
-              "600x1000)", type=positive_int)
-    image_format: Optional[str] = None       # None: each input's format; "png" or "jpg"
-    pictures: bool = True                    # write the drawn pictures
-    crops: bool = False                      # one picture per detection, a folder per class
-    txt: bool = False                        # one text file per picture
-    strict: bool = False                     # stop at the first unreadable file
-    exif: str = "apply"                      # "apply": photos as a viewer shows them
-    data_threads: Optional[int] = None       # decoding images; None: half the cores, at most 4
-    exist_ok: bool = False                   # write into an output that holds files already
-    resume: bool = False                     # continue the run recorded in output
-    progress: bool = True
-    data_shape: Optional[int] = None         # the input size run at (a Faster R-CNN's short
-    max_size: Optional[int] = None           # side and long-side limit); None: checkpoint's
+    max_detections: int = flag(MAX_DETECTIONS, "the best-scoring detections kept per picture",
+                               type=positive_int)
+    tiles: Optional[int] = flag(  # tile side in pixels: run tiles too (small objects)
+        None, "also detect in overlapping square tiles of SIZE pixels of the photo, each "
+              "resized to the network's input, for objects too small for the whole photo's "
+              "pass (which is kept); boxes are merged (e.g. 800; at least %d)" % MIN_TILE,
+        type=positive_int, metavar="SIZE")
+    tile_overlap: Optional[float] = flag(  # None: tiles' default
+        None, "share of a tile's side its neighbours overlap (default %g)" % DEFAULT_OVERLAP,
+        type=float_in(0.0, 1.0, high_open=True), metavar="SHARE")
+    classes: Tuple[str, ...] = flag((), "keep only these classes (default: all)",
+                                    type=comma_list(str), metavar="NAME,...")
+    batch_size: Optional[int] = inference_batch_flag()
+    image_format: Optional[str] = flag(None, "format of the drawn pictures (default: each "
+                                             "input's)", name="--format", choices=FORMATS)
+    pictures: bool = flag(True, "write no drawn pictures")
+    crops: bool = flag(False, "write each detection cut out, in a folder per class")
+    txt: bool = flag(False, "write one text file per picture, a line per detection: CLASS_ID "
+                            "CLASS_NAME SCORE X1 Y1 X2 Y2 (pixels; blanks in the name "
+                            "written _)")
+    strict: bool = flag(False, "stop at the first file that cannot be read (default: skip it)")
+    exif: str = exif_flag()                  # "apply": photos as a viewer shows them
+    data_threads: Optional[int] = data_threads_flag()  # None: half the cores, at most 4
+    exist_ok: bool = flag(False, "write into an --output that holds files already (files of "
+                                 "the same names are replaced; results.json lists this run's "
+                                 "pictures only, results.jsonl keeps earlier runs' lines "
+                                 "before them)")
+    resume: bool = flag(False, "continue the run stopped in --output: skip the images "
+                               "recorded in its results.jsonl (refused if a setting differs)")
+    progress: bool = progress_flag()
+    # the input size run at (a Faster R-CNN's short side and long-side limit); None: the
+    # checkpoint's
+    data_shape: Optional[int] = data_shape_flag(max_size=True, of_checkpoint=True)
+    max_size: Optional[int] = max_size_flag(of_checkpoint=True)
 
     def __post_init__(self):
         if not (self.inputs or self.lists):
@@ -504,7 +526,7 @@ def detect(options, detector=None):
             records = earlier_records(os.path.join(options.output, LINES_FILE))
             first = first_record(options, settings, records)
             return DetectRun(options, detector, labels, expanded, settings, records,
-                             first).run()
+                             first).run(options)
 
 
 def stopped_before_detecting(signum):
@@ -535,8 +557,10 @@ class DetectRun:
         self.total = len(self.entries) + len(self.inputs)
         self.stop = self.lines = self.bar = None
 
-    def run(self):
-        options = self.options
+    def run(self, options):
+        """Detect and write (:meth:`detect_all`) under the stop signals; the summary, or
+        :class:`Stopped`. ``options`` are passed on, not read from ``self``, so that a reader
+        (and ``farm-studio walk``) follows a flag from the command line to its use."""
         try:
             with stop_signals(self.on_signal):
                 if options.resume:
@@ -545,7 +569,7 @@ class DetectRun:
                 with open(os.path.join(options.output, LINES_FILE), "a",
                           encoding="utf-8") as lines:
                     self.lines = lines
-                    self.detect_all()
+                    self.detect_all(options)
         except Stopped as err:  # a second signal
             raise self.stopped(err.signum, "stopped at once by a second %s", LINES_FILE,
                                "lists them") from None
@@ -594,11 +618,11 @@ class DetectRun:
         self.entries.append(entry)
         self.bar.update()
 
-    def detect_all(self):
+    def detect_all(self, options):
         """Detect and write every input not recorded yet (until a signal); results.json is
         written however this ends. The progress bar counts the pictures recorded (and the
         files skipped), from those the run had recorded before."""
-        options, detector = self.options, self.detector
+        detector = self.detector
         # Drawn pictures and tiles need every photo whole; crops only those with
         # detections: the others are decoded at the size the network takes (DCT scaling of
         # large JPEGs).
@@ -625,7 +649,7 @@ class DetectRun:
                     self.skipped.append(item)
                     self.bar.update()
                 else:
-                    self.detected(writer, source, index, rows, size, names[index])
+                    self.detected(options, writer, source, index, rows, size, names[index])
                 if self.stop is not None:
                     break
             finished = self.stop is None
@@ -637,9 +661,9 @@ class DetectRun:
                 self.bar.close()
                 self.write_results(complete)
 
-    def detected(self, writer, source, index, rows, size, name):
+    def detected(self, options, writer, source, index, rows, size, name):
         """Hand one picture's detections to the writer."""
-        options, item = self.options, self.inputs[index]
+        item = self.inputs[index]
         found = self.detector.detections(kept(rows, self.labels), size, options.threshold,
                                          options.max_detections)
         image = (source.take(index, wanted=options.pictures or len(found) > 0)

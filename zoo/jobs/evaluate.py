@@ -7,10 +7,10 @@ from dataclasses import dataclass
 from typing import Optional, Tuple
 
 from zoo.errors import OptionsError
-from zoo.flags import (ARTIFACT_OR_DEPLOYED, annotations_flag, batch_size_flag, checkpoint_flag,
+from zoo.flags import (ARTIFACT_OR_DEPLOYED, annotations_flag, checkpoint_flag,
                        class_map_flag, data_root_flag, data_shape_flag, data_threads_flag,
-                       dataset_flag, epoch_flag, flag, image_dir_flag, max_size_flag,
-                       options_from, progress_flag, skip_bad_flag)
+                       dataset_flag, epoch_flag, flag, image_dir_flag, inference_batch_flag,
+                       max_size_flag, options_from, progress_flag, skip_bad_flag)
 from zoo.checkpoint import open_detector
 from zoo.inference.evaluation import coco_report, dataset_rows, voc_scores
 from zoo.jobs.datasets import DataSplit, checkpoint_name, open_for_artifact, relabel
@@ -27,7 +27,7 @@ class EvalOptions:
     epoch: Optional[int] = epoch_flag()  # None: the best validated epoch, else the newest
     dataset: str = dataset_flag("voc")
     split: str = flag("val", "split to score")
-    batch_size: int = batch_size_flag(8)
+    batch_size: Optional[int] = inference_batch_flag()
     data_threads: Optional[int] = data_threads_flag()  # decoding (and checking for skip_bad)
     skip_bad: bool = skip_bad_flag()
     annotations: Optional[str] = annotations_flag()

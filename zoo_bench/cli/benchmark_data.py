@@ -8,8 +8,8 @@ Example:
     zoo benchmark-data --data-shape 512 --batch-size 32 --data-threads 2
 """
 from zoo_bench.options import DataBenchmarkOptions
-from zoo.cli.common import add_hidden_alias, positive_int
-from zoo.flags import add_flags
+from zoo.cli.common import add_hidden_alias
+from zoo.flags import add_flags, positive_int
 
 __all__ = ["add_arguments", "run"]
 
