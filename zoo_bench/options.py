@@ -6,6 +6,7 @@ them. Loads no MXNet, so that a deployment without it can time its files, and ev
 benchmark's ``--help`` answers without loading it."""
 import argparse
 import os
+import shlex
 from dataclasses import dataclass
 from typing import Optional, Tuple
 
@@ -564,10 +565,10 @@ class PhotosBenchmarkOptions:
     ``net(x)``. The model: ``checkpoint`` (an fp32 artifact, run at its own size), else
     ``network`` exported with fresh parameters at ``data_shape`` x ``max_size`` into
     ``output_dir`` (kept there, as are its int8, ONNX and OpenVINO forms)."""
-    images: Tuple[str, ...] = flag((), "JPEG photos to detect on, at least 2 (default: "
+    images: Tuple[str, ...] = flag((), "JPEG photos to detect on, at least 3 (default: "
                                        "--num-images generated ones)", nargs="+",
                                    metavar="JPEG")
-    num_images: int = flag(8, "photos generated without --images (at least 2), every other "
+    num_images: int = flag(8, "photos generated without --images (at least 3), every other "
                               "one turned by EXIF orientation 6", type=positive_int)
     image_size: Tuple[int, int] = flag((4000, 3000), "size of the generated photos, "
                                                      "WIDTHxHEIGHT", type=image_size,
@@ -593,6 +594,10 @@ class PhotosBenchmarkOptions:
                                     "(DNNL_MAX_CPU_ISA=AVX2), as on a CPU without AVX-512 "
                                     "or VNNI", choices=PHOTO_ISAS)
     profile: bool = flag(True, "no profile of where the zoo subjects' time goes")
+    detect_flags: Tuple[str, ...] = flag(
+        (), "more zoo detect flags for the zoo subjects, as one word: "
+            "--detect-flags='--no-pictures' or --detect-flags='--batch-size 8' (default: "
+            "none, zoo detect's defaults but --crops)", type=shlex.split, metavar="FLAGS")
     output_dir: str = flag(os.path.join("output", "benchmark_photos"),
                            "folder of the generated photos, the models, the runs' outputs, "
                            "logs and profiles")
@@ -601,14 +606,15 @@ class PhotosBenchmarkOptions:
     def __post_init__(self):
         object.__setattr__(self, "images", tuple(self.images))
         object.__setattr__(self, "subjects", tuple(self.subjects))
+        object.__setattr__(self, "detect_flags", tuple(self.detect_flags))
         if not self.subjects or set(self.subjects) - set(PHOTO_SUBJECTS):
             raise OptionsError("subjects must be a non-empty list of %s, got %s"
                                % (", ".join(PHOTO_SUBJECTS), ",".join(self.subjects)))
         if min(self.data_shape, self.max_size, self.runs, *self.image_size) < 1:
             raise OptionsError("data_shape, max_size, runs and image_size must be at least 1")
-        if (len(self.images) if self.images else self.num_images) < 2:
-            raise OptionsError("at least 2 photos are needed: a subject's cost per photo is "
-                               "the time of all over that of one")
+        if (len(self.images) if self.images else self.num_images) < 3:
+            raise OptionsError("at least 3 photos are needed: a subject's cost per photo is "
+                               "the time of all over that of the first two")
         missing = [path for path in self.images if not os.path.isfile(path)]
         if missing:
             raise OptionsError("image %s: no such file" % missing[0])

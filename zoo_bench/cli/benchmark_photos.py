@@ -19,7 +19,7 @@ __all__ = ["add_arguments", "run"]
 def add_arguments(p):
     add_flags(p, PhotosBenchmarkOptions, "images", "num_images", "image_size", "checkpoint",
               "network", "data_shape", "max_size", "subjects", "gluoncv_network", "runs",
-              "isa", "profile", "output_dir", "seed")
+              "isa", "profile", "detect_flags", "output_dir", "seed")
 
 
 def run(args):
