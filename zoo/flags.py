@@ -18,13 +18,13 @@ import os
 from zoo.process import gpu_ids
 
 __all__ = ["ARTIFACT_OR_DEPLOYED", "BEST_EPOCH", "FLAG", "REQUIRED", "add_flag", "add_flags",
-           "annotations_flag", "batch_size_flag", "checkpoint_flag",
-           "class_map_flag", "class_pair", "comma_list", "ctx", "data_root_flag",
-           "data_shape_flag", "data_threads_flag", "dataset_flag", "epoch_flag", "exif_flag",
-           "existing_folder", "field_default", "field_of", "flag", "flag_name", "float_in",
-           "fraction", "image_dir_flag", "increasing", "inference_batch_flag", "max_size_flag", "network", "nonnegative_float",
-           "nonnegative_int", "options_from", "positive_float", "positive_int",
-           "progress_flag", "skip_bad_flag"]
+           "annotations_flag", "batch_size_flag", "checkpoint_flag", "class_map_flag",
+           "class_pair", "comma_list", "ctx", "data_root_flag", "data_shape_flag",
+           "data_threads_flag", "dataset_flag", "epoch_flag", "exif_flag", "existing_folder",
+           "field_default", "field_of", "flag", "flag_name", "float_in", "fraction",
+           "image_dir_flag", "increasing", "inference_batch_flag", "max_size_flag", "network",
+           "nonnegative_float", "nonnegative_int", "options_from", "positive_float",
+           "positive_int", "progress_flag", "skip_bad_flag"]
 
 FLAG = "flag"
 """The key of a field's metadata that holds its flag (:func:`flag`)."""

@@ -382,7 +382,8 @@ class CalibrationBenchmarkOptions:
 
     @classmethod
     def from_flags(cls, args, **values):
-        """The options of ``zoo benchmark-calibration``'s parsed flags, those of ``values`` given."""
+        """The options of ``zoo benchmark-calibration``'s parsed flags, those of ``values``
+        given."""
         return options_from(cls, args, **values)
 
     def __post_init__(self):

@@ -38,9 +38,10 @@ from zoo.inference.tiles import detector_outputs, tiling
 from zoo.metrics.coco import corners_to_xywh, default_category_id
 from zoo.progress import NoBar, progress_bar
 
-__all__ = ["BatchDetector", "BatchRunner", "DatasetImages", "Detections", "ImageList",
-           "BATCH_PIXELS", "MAX_BATCH", "MAX_DETECTIONS", "MIN_BOX_PIXELS", "ReducedImage", "SCORE_THRESHOLD", "default_batch_size", "image_rows",
-           "label_names", "photo", "rgb_image", "write_coco_results"]
+__all__ = ["BATCH_PIXELS", "BatchDetector", "BatchRunner", "DatasetImages", "Detections",
+           "ImageList", "MAX_BATCH", "MAX_DETECTIONS", "MIN_BOX_PIXELS", "ReducedImage",
+           "SCORE_THRESHOLD", "default_batch_size", "image_rows", "label_names", "photo",
+           "rgb_image", "write_coco_results"]
 
 EXPECTED_IMAGE = ("a path or an RGB uint8 array of shape HxW (gray), HxWx3 or HxWx4 "
                   "(alpha dropped)")
