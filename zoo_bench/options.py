@@ -542,15 +542,6 @@ class TilesBenchmarkOptions:
                                "least <= most < 1, got %s" % (self.object_sides,))
 
 
-def image_size(text):
-    """``WIDTHxHEIGHT`` as ``(width, height)``: the size of generated photos."""
-    try:
-        width, height = (int(part) for part in text.lower().split("x"))
-    except ValueError:
-        raise ValueError("expected WIDTHxHEIGHT, e.g. 4000x3000") from None
-    return width, height
-
-
 PHOTO_SUBJECTS = ("zoo-fp32", "zoo-int8", "gluoncv", "onnx", "openvino")
 """What ``zoo benchmark-photos`` times (:mod:`zoo_bench.large_photos`): ``zoo detect`` of the
 fp32 artifact, of its int8 quantization, of its ONNX export (ONNX Runtime) and of its
