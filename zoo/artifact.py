@@ -45,10 +45,10 @@ from zoo.schema.checks import repeated
 from zoo.model import DetectionModel, build_model
 
 __all__ = ["Artifact", "ArtifactError", "FORMAT_VERSION", "OptimizerState", "PRECISIONS",
-           "atomic_write", "best_epoch", "class_names", "clean_temporary_files", "epoch_files",
-           "epochs", "export", "fp32_only", "latest_epoch", "load", "load_optimizer_state",
-           "names_sha256", "prune", "read_json", "read_meta", "read_params", "read_symbol",
-           "save", "source_name"]
+           "atomic_write", "best_epoch", "class_names", "clean_temporary_files", "default_epoch",
+           "epoch_files", "epochs", "export", "fp32_only", "latest_epoch", "load",
+           "load_optimizer_state", "names_sha256", "prune", "read_json", "read_meta",
+           "read_params", "read_symbol", "save", "source_name"]
 
 FORMAT_VERSION = 2
 PRECISIONS = ("fp32", "int8", "bf16")
@@ -303,7 +303,9 @@ def best_epoch(prefix):
     return best["epoch"] if best and best["epoch"] in complete else None
 
 
-def _default_epoch(prefix):
+def default_epoch(prefix):
+    """The epoch a reader of ``prefix`` gets unless it names one: the best validated, else
+    the newest; :class:`ArtifactError` for no complete epoch."""
     epoch = best_epoch(prefix)
     if epoch is None:
         epoch = latest_epoch(prefix)
@@ -488,7 +490,7 @@ def load(prefix, epoch=None, ctx=None):
     non-finite or format-1 file, and for a bf16 artifact where ``ctx`` has no native
     bfloat16 (:func:`zoo.predictor.bf16_unavailable`).
     """
-    epoch = _default_epoch(prefix) if epoch is None else epoch
+    epoch = default_epoch(prefix) if epoch is None else epoch
     files = epoch_files(prefix, epoch)
     meta = read_meta(prefix, epoch)
     ctx = ctx or mx.cpu()

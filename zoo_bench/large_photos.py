@@ -128,8 +128,7 @@ def artifact_meta(prefix):
     """The metadata of the epoch ``zoo detect`` runs of ``prefix``: its best validated one,
     else its newest."""
     from zoo import artifact
-    epoch = artifact.best_epoch(prefix)
-    return artifact.read_meta(prefix, artifact.latest_epoch(prefix) if epoch is None else epoch)
+    return artifact.read_meta(prefix, artifact.default_epoch(prefix))
 
 
 def fp32_artifact(options, log):

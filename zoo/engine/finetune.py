@@ -45,7 +45,7 @@ class InitSummary:
 def _source(prefix, epoch):
     """``(meta, "PREFIX-NNNN")`` of the artifact to start from (``epoch`` None: its best
     validated, else newest epoch)."""
-    epoch = artifact._default_epoch(prefix) if epoch is None else epoch
+    epoch = artifact.default_epoch(prefix) if epoch is None else epoch
     return artifact.read_meta(prefix, epoch), "%s-%04d" % (prefix, epoch)
 
 
