@@ -290,9 +290,9 @@ class Writer:
         """Start writing one picture's ``files``; ``entry`` is recorded once they are
         written. Waits while a few batches' worth of pictures wait, so that kept images do
         not pile up in memory."""
-        self.drain(MAX_WAITING, MAX_WAITING_BYTES - (0 if image is None else image.nbytes))
-        self.pending.append((self.pool.submit(self.write, files, image, found), entry,
-                             0 if image is None else image.nbytes))
+        size = 0 if image is None else image.nbytes
+        self.drain(MAX_WAITING, MAX_WAITING_BYTES - size)
+        self.pending.append((self.pool.submit(self.write, files, image, found), entry, size))
 
     def drain(self, waiting, waiting_bytes=None):
         """Record the pictures written, in order, waiting while more than ``waiting``
