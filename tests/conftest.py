@@ -55,11 +55,25 @@ end to end in `make test-slow`: ResNet-50 and InceptionV3, the ResNet-101 twins 
 with 17 more stage-3 units, test_model.test_resnet101_adds_exactly_17_stage3_units) and
 GluonCV's ResNet-50 layouts (proved against GluonCV's own networks in tests/zoo/gluoncv/),
 about 210 s of the two workers' time in `make test`. Every one of them is still built,
-exported, proved against its graph and quantized in `make test`."""
+exported and proved against its graph in `make test`, and all but the ResNet-101 twins are
+run forward and quantized there (:func:`graph_runs`)."""
 END_TO_END_RUNS = [name if name in END_TO_END_QUICK else pytest.param(name, marks=pytest.mark.slow)
                    for name in END_TO_END_MODELS]
 """:data:`END_TO_END_MODELS` for the longest end-to-end runs (training an epoch, the ONNX
 export), the ones outside :data:`END_TO_END_QUICK` in `make test-slow`."""
+
+RESNET101_TWINS = {name for name in zoo.list_models() if name.endswith("_resnet101")}
+"""The registered models that are their ResNet-50 twin with 17 more stage-3 units
+(test_model.test_resnet101_adds_exactly_17_stage3_units proves it, and their parameter
+counts, files and names are checked in `make test`): the same graph builders."""
+
+
+def graph_runs(names):
+    """``names`` for the tests that run each model's graph (forward, backward, int8): the
+    ResNet-101 twins and :data:`SETTINGS_VARIANTS` in `make test-slow` only, as their twins
+    run the same builders in `make test` (about 50 s of the two workers' time)."""
+    return [pytest.param(name, marks=pytest.mark.slow)
+            if name in RESNET101_TWINS or name in SETTINGS_VARIANTS else name for name in names]
 
 
 @pytest.fixture(scope="module")

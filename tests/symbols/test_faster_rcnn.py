@@ -11,6 +11,8 @@ from symbols.rpn import AnchorLevel, LevelOutput, ProposalSettings, proposals
 from symbols.layers import StrictNameManager
 from symbols.rcnn_targets import ProposalTarget, RPNTarget
 
+from conftest import graph_runs
+
 RCNN_MODELS = sorted(name for name in zoo.list_models() if name.startswith("faster_rcnn_"))
 SMALL = dict(data_shape=160, max_size=224, num_classes=3, rpn_pre_nms_top_n_test=400,
              rpn_post_nms_top_n_test=50, rpn_pre_nms_top_n_train=1000,
@@ -177,7 +179,7 @@ def test_bad_rcnn_configs_raise(field, value, expected):
     assert err.value.field == field and expected in str(err.value)
 
 
-@pytest.mark.parametrize("name", RCNN_MODELS)
+@pytest.mark.parametrize("name", graph_runs(RCNN_MODELS))
 def test_inference_gives_detections(name):
     model = zoo.get_model(name, **SMALL)
     args, aux = model.init_params(seed=0)
@@ -214,7 +216,7 @@ def bind_training(name):
     return model, executor, args, grads
 
 
-@pytest.mark.parametrize("name", RCNN_MODELS)
+@pytest.mark.parametrize("name", graph_runs(RCNN_MODELS))
 def test_training_step_reaches_every_layer(name):
     model, executor, args, grads = bind_training(name)
     np.random.seed(0)
