@@ -1,5 +1,7 @@
-"""The layout: the symbol factories stand apart from the zoo, the benchmarks above it, and the
-old import path of the factories still works."""
+"""The layout: the symbol factories stand apart from the zoo, the benchmarks above it, the
+old import path of the factories still works, and the tests' imports of each other's helpers
+name modules and names that exist."""
+import ast
 import importlib
 import os
 import subprocess
@@ -52,3 +54,40 @@ def test_the_old_zoo_modeling_path_warns_and_aliases_symbols():
     assert ssd is importlib.import_module("symbols.ssd")
     assert get_backbone is importlib.import_module("symbols.backbones").get_backbone
     assert modeling.BACKBONES is importlib.import_module("symbols.backbones").BACKBONES
+
+
+def top_level_names(path):
+    """The names a module defines at its top level (functions, classes, assignments, imports)."""
+    names = set()
+    for node in ast.parse(open(path).read()).body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names.update(t.id for t in targets if isinstance(t, ast.Name))
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+    return names
+
+
+def test_every_import_of_another_test_module_names_what_it_holds():
+    """A test module imports helpers from another (or from conftest.py, factories.py) by its
+    name (conftest puts every test folder on the path), often inside a slow test: a renamed or
+    moved module or helper fails here, in `make test`, not first in `make test-slow`
+    (test_precision's bf16 dist_sync test imported the old ``test_launch``)."""
+    tests = os.path.join(ROOT, "tests")
+    modules = {name[:-3]: os.path.join(folder, name) for folder, _, names in os.walk(tests)
+               for name in names if name.endswith(".py")}
+    missing = []
+    for module, path in sorted(modules.items()):
+        for node in ast.walk(ast.parse(open(path).read())):
+            if not (isinstance(node, ast.ImportFrom) and node.level == 0 and node.module):
+                continue
+            if node.module not in modules:  # a package's module, or one of the tests' gone
+                if node.module.startswith("test"):
+                    missing.append("%s: no test module %s" % (module, node.module))
+                continue
+            held = top_level_names(modules[node.module])
+            missing += ["%s: %s has no %s" % (module, node.module, alias.name)
+                        for alias in node.names if alias.name not in held]
+    assert not missing, missing

@@ -268,8 +268,8 @@ def test_bf16_inference_graph_detects_as_fp32_in_either_order():
 def test_two_dist_sync_workers_train_in_bf16_and_end_identical(shapes, tmp_path):
     """The graph changes, not the kvstore: fp32 gradients are summed and every worker
     applies the same update to its fp32 weights."""
-    from test_launch import (NETWORK, assert_same_params, dumped_params, launch_training,
-                             saved_params, train_flags)
+    from test_launcher import (NETWORK, assert_same_params, dumped_params, launch_training,
+                               saved_params, train_flags)
     output = tmp_path / "dist"
     done = launch_training(train_flags(shapes, output, 2) + ["--dtype", "bf16"])
     assert ", 2 epochs, bf16, output" in done.stdout + done.stderr
