@@ -525,7 +525,7 @@ def detect(options, detector=None):
             settings = run_settings(options, detector)
             records = earlier_records(os.path.join(options.output, LINES_FILE))
             first = first_record(options, settings, records)
-            return DetectRun(options, detector, labels, expanded, settings, records,
+            return DetectRun(options.output, detector, labels, expanded, settings, records,
                              first).run(options)
 
 
@@ -542,12 +542,14 @@ class Stopped(Interrupted):
 
 
 class DetectRun:
-    """One run of :func:`detect` on its expanded inputs, under its output's lock:
-    ``records``, results.jsonl's, the run's own from line ``first`` on (those of the run it
-    continues, with ``resume``)."""
+    """One run of :func:`detect` on its expanded inputs, under the lock of its ``output``
+    folder: ``records``, results.jsonl's, the run's own from line ``first`` on (those of the
+    run it continues, with ``resume``). Its options are handed to :meth:`run`, which passes
+    them on, so that a reader (and ``farm-studio walk``) follows a flag from the command line
+    to its use."""
 
-    def __init__(self, options, detector, labels, expanded, settings, records, first):
-        self.options, self.detector, self.labels = options, detector, labels
+    def __init__(self, output, detector, labels, expanded, settings, records, first):
+        self.output, self.detector, self.labels = output, detector, labels
         self.settings, self.records, self.first = settings, records, first
         self.skipped = list(expanded.skipped)
         self.entries = records[first - 1:]
@@ -559,13 +561,12 @@ class DetectRun:
 
     def run(self, options):
         """Detect and write (:meth:`detect_all`) under the stop signals; the summary, or
-        :class:`Stopped`. ``options`` are passed on, not read from ``self``, so that a reader
-        (and ``farm-studio walk``) follows a flag from the command line to its use."""
+        :class:`Stopped`."""
         try:
             with stop_signals(self.on_signal):
                 if options.resume:
                     self.remove_unrecorded()
-                self.write_results(complete=False)  # the settings, before any record
+                self.write_results(options, complete=False)  # the settings, before any record
                 with open(os.path.join(options.output, LINES_FILE), "a",
                           encoding="utf-8") as lines:
                     self.lines = lines
@@ -582,7 +583,7 @@ class DetectRun:
         """The :class:`Stopped` saying how many images are written and where."""
         return Stopped(signum, "%s with %d of %d images written; %s %s" % (
             how % signal.Signals(signum).name, len(self.entries), self.total,
-            os.path.join(self.options.output, file), holds))
+            os.path.join(self.output, file), holds))
 
     def on_signal(self, signum):
         if self.stop is not None:  # a second one: the user does not want to wait
@@ -593,7 +594,7 @@ class DetectRun:
         """Remove the files of ``output`` no record lists: those of pictures whose record a
         run stopped at once (a second signal, SIGKILL) never wrote, and the temporary files
         of a write it cut short."""
-        output = self.options.output
+        output = self.output
         listed = {os.path.normpath(path) for record in self.records
                   for path in record_files(record)}
         unlisted = [os.path.join(output, name) for name in os.listdir(output)
@@ -659,7 +660,7 @@ class DetectRun:
                 complete = finished  # and every picture's files written
             finally:
                 self.bar.close()
-                self.write_results(complete)
+                self.write_results(options, complete)
 
     def detected(self, options, writer, source, index, rows, size, name):
         """Hand one picture's detections to the writer."""
@@ -671,10 +672,9 @@ class DetectRun:
         files = writer.files(name, picture_extension(item, options.image_format), found)
         writer.submit(files, image, found, describe(item, size, found, files))
 
-    def write_results(self, complete):
+    def write_results(self, options, complete):
         """Write results.json (atomically): the run's settings and every picture it
         recorded so far."""
-        options = self.options
         results = {"checkpoint": options.checkpoint, "threshold": options.threshold,
                    "class_names": list(self.detector.class_names),
                    "category_ids": getattr(self.detector, "category_ids", None),
@@ -691,6 +691,6 @@ class DetectRun:
         unreadable = sum(item.reason == "unreadable" for item in self.skipped)
         return DetectSummary(len(self.entries),
                              sum(len(entry["detections"]) for entry in self.entries),
-                             unreadable, self.options.output,
-                             os.path.join(self.options.output, RESULTS_FILE),
+                             unreadable, self.output,
+                             os.path.join(self.output, RESULTS_FILE),
                              len(self.skipped) - unreadable)
