@@ -45,18 +45,13 @@ from PIL import Image
 from zoo.errors import OptionsError
 from zoo_bench import child_environment
 from zoo_bench.decode import generate_photos
-from zoo_bench.options import PhotosBenchmarkOptions
+from zoo_bench.options import FIXED_PHOTOS, PhotosBenchmarkOptions
 from zoo_bench.timing import environment, machine_line, print_line
 
 __all__ = ["PARTS", "PhotosBenchmarkOptions", "SubjectFigures", "benchmark_photos",
            "gluoncv_detect", "part_seconds", "profile_detect",
            "profile_threads"]
 
-FIXED_PHOTOS = 2
-"""The photos of the fixed-cost run: one of each orientation (the generated ones alternate),
-so that it binds what the run on every photo binds (an executor an input shape: a second
-bind in the run on every photo, and none in the fixed cost, had put a second or two on the
-seconds per photo)."""
 CALIBRATION_PHOTOS = 4
 """Photos the int8 artifact is calibrated on (the first ones), one batch: the speed of
 int8 is measured, not its accuracy."""

@@ -25,7 +25,7 @@ from zoo.onnx.deployed import is_deployed
 
 __all__ = ["BUSY_CORES", "BenchmarkOptions", "COMPARISONS", "CONFIGURATIONS",
            "CalibrationBenchmarkOptions", "DATA_COMPARISONS", "DTYPES", "DataBenchmarkOptions",
-           "DecodeBenchmarkOptions",
+           "DecodeBenchmarkOptions", "FIXED_PHOTOS",
            "PHOTO_ISAS", "PHOTO_SUBJECTS", "PhotosBenchmarkOptions", "image_size",
            "DetectorBenchmarkOptions", "GLUONCV_RECIPES", "MemoryBenchmarkOptions",
            "TilesBenchmarkOptions", "TrainBenchmarkOptions"]
@@ -548,6 +548,11 @@ fp32 artifact, of its int8 quantization, of its ONNX export (ONNX Runtime) and o
 OpenVINO export; GluonCV's ``load_test`` and ``net(x)``."""
 PHOTO_ISAS = ("avx2",)
 """``--isa``: the instruction set oneDNN is capped to in every run (``DNNL_MAX_CPU_ISA``)."""
+FIXED_PHOTOS = 2
+"""The photos of ``zoo benchmark-photos``' fixed-cost run: one of each orientation (the
+generated ones alternate), so that it binds what the run on every photo binds (an executor an
+input shape: a second bind in the run on every photo, and none in the fixed cost, had put a
+second or two on the seconds per photo)."""
 
 
 @dataclass(frozen=True)
@@ -557,11 +562,12 @@ class PhotosBenchmarkOptions:
     ``net(x)``. The model: ``checkpoint`` (an fp32 artifact, run at its own size), else
     ``network`` exported with fresh parameters at ``data_shape`` x ``max_size`` into
     ``output_dir`` (kept there, as are its int8, ONNX and OpenVINO forms)."""
-    images: Tuple[str, ...] = flag((), "JPEG photos to detect on, at least 3 (default: "
-                                       "--num-images generated ones)", nargs="+",
-                                   metavar="JPEG")
-    num_images: int = flag(8, "photos generated without --images (at least 3), every other "
-                              "one turned by EXIF orientation 6", type=positive_int)
+    images: Tuple[str, ...] = flag((), "JPEG photos to detect on, at least %d (default: "
+                                       "--num-images generated ones)" % (FIXED_PHOTOS + 1),
+                                   nargs="+", metavar="JPEG")
+    num_images: int = flag(8, "photos generated without --images (at least %d), every other "
+                              "one turned by EXIF orientation 6" % (FIXED_PHOTOS + 1),
+                           type=positive_int)
     image_size: Tuple[int, int] = flag((4000, 3000), "size of the generated photos, "
                                                      "WIDTHxHEIGHT", type=image_size,
                                        metavar="WxH")
@@ -580,8 +586,8 @@ class PhotosBenchmarkOptions:
     gluoncv_network: str = flag("faster_rcnn_fpn_resnet50_v1b_coco",
                                 "GluonCV's model the gluoncv subject runs (untrained, with "
                                 "the artifact's number of classes)", metavar="NAME")
-    runs: int = flag(1, "runs of each subject's two jobs (all photos, one photo); the "
-                        "median is reported", type=positive_int)
+    runs: int = flag(1, "runs of each subject's two jobs (all photos, the first %d); the "
+                        "median is reported" % FIXED_PHOTOS, type=positive_int)
     isa: Optional[str] = flag(None, "avx2: cap oneDNN to AVX2 in every run "
                                     "(DNNL_MAX_CPU_ISA=AVX2), as on a CPU without AVX-512 "
                                     "or VNNI", choices=PHOTO_ISAS)
@@ -604,9 +610,10 @@ class PhotosBenchmarkOptions:
                                % (", ".join(PHOTO_SUBJECTS), ",".join(self.subjects)))
         if min(self.data_shape, self.max_size, self.runs, *self.image_size) < 1:
             raise OptionsError("data_shape, max_size, runs and image_size must be at least 1")
-        if (len(self.images) if self.images else self.num_images) < 3:
-            raise OptionsError("at least 3 photos are needed: a subject's cost per photo is "
-                               "the time of all over that of the first two")
+        if (len(self.images) if self.images else self.num_images) <= FIXED_PHOTOS:
+            raise OptionsError("at least %d photos are needed: a subject's cost per photo is "
+                               "the time of all over that of the first %d"
+                               % (FIXED_PHOTOS + 1, FIXED_PHOTOS))
         missing = [path for path in self.images if not os.path.isfile(path)]
         if missing:
             raise OptionsError("image %s: no such file" % missing[0])
