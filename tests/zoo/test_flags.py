@@ -51,11 +51,6 @@ COMMAND_OPTIONS = {
 """The options class each command's run builds from its flags (None: a command of
 positional words only)."""
 
-NOT_YET = {}
-"""Commands whose flags are still declared by hand, and why: each fails the test below, and
-once its flags are its fields the strict xfail fails until it is taken out of here."""
-
-
 def by_hand(action):
     """Not a flag of an options field by design: a positional word (inputs, a name, the
     worker command), --help, or a hidden alias of an old flag name."""
@@ -69,9 +64,7 @@ def field_default(options_class, field):
     return field.default
 
 
-@pytest.mark.parametrize("name", [
-    pytest.param(name, marks=pytest.mark.xfail(strict=True, reason=NOT_YET[name]))
-    if name in NOT_YET else name for name in COMMANDS])
+@pytest.mark.parametrize("name", COMMANDS)
 def test_every_flag_is_made_from_its_options_field(name):
     """A flag declared by hand (``add_argument`` with its own help and default) beside the
     options field it sets is an option declared twice: each flag of every command must be
