@@ -1,4 +1,5 @@
 """The generated shapes dataset: deterministic, idempotent, learnable, a real VOC folder."""
+import hashlib
 import os
 from concurrent.futures import ThreadPoolExecutor
 
@@ -96,3 +97,27 @@ def test_boxes_read_back_as_the_shapes_inclusive_pixel_extent(tmp_path, monkeypa
     np.testing.assert_array_equal(boxes, np.array(extents, dtype=boxes.dtype))
     assert boxes.min() >= 0 and boxes[:, 2:].max() <= size - 1
     assert boxes[:, 2:].max() == size - 1  # some shape reaches the edge: the clipped case
+
+
+# sha256 of the default settings' first 24 + 8 files and the full 1,500 + 200, computed on main
+# before presets existed: `make demo`'s accuracy bands are measured on exactly these bytes.
+DEFAULT_FIRST_32 = "6a06b82a1c92a553de04a1d298ea2063313bc8f7429b01e8a91483751e547fe0"
+DEFAULT_FULL = "87bf7c96c8b0ac7d7a57bbdb277e2a3242ca053ab21fc2a0e25efff1c3e390fe"
+
+
+def digest(root):
+    """One sha256 over every file's relative path and bytes, in sorted order."""
+    total = hashlib.sha256()
+    for name, data in sorted(tree_bytes(root).items()):
+        total.update(name.replace(os.sep, "/").encode() + b"\0" + data)
+    return total.hexdigest()
+
+
+def test_the_default_settings_write_the_bytes_they_always_wrote(tmp_path):
+    root = embedded.generate(str(tmp_path / "shapes"), seed=0, num_train=24, num_val=8)
+    assert digest(root) == DEFAULT_FIRST_32
+
+
+@pytest.mark.slow
+def test_the_default_dataset_is_the_one_the_demo_bands_were_measured_on(tmp_path):
+    assert digest(embedded.generate(str(tmp_path / "shapes"))) == DEFAULT_FULL
