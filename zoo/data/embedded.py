@@ -44,6 +44,8 @@ __all__ = ["CLASSES", "DEFAULT_PRESET", "DISTRACTORS", "MAX_COVERED", "MAX_OBJEC
 
 CLASSES = ("circle", "square", "triangle", "star")
 MANIFEST = "manifest.json"
+JPEG_QUALITY = 90
+"""The default preset's JPEG quality."""
 GENERATOR_VERSION = 2
 """Bump when the drawing or the annotations change, so existing folders are regenerated."""
 
@@ -70,7 +72,8 @@ class Preset:
 
 
 PRESETS = {
-    "shapes": Preset(objects=(1, 4), extent=(0.15, 0.5), max_covered=0.35),
+    "shapes": Preset(objects=(1, 4), extent=(0.15, 0.5), max_covered=0.35,
+                     jpeg_quality=(JPEG_QUALITY, JPEG_QUALITY)),
     "hard": Preset(objects=(2, 10), extent=(0.06, 0.3), max_covered=0.45, long_side=(1.0, 1.25),
                    aspect=(3 / 4, 16 / 9), distractors=(1, 6), clutter=True,
                    jpeg_quality=(60, 90)),
@@ -449,9 +452,11 @@ def draw_distractor(image, shape, rng):
         render(image, shape, fill, outline)
 
 
-def render(image, shape, fill, outline):
-    """Draw a shape's fill and outline, antialiased, in the given colours."""
-    points = [np.round(shape["points"] * 16).astype(np.int32)]  # 4 fractional bits
+def render(image, shape, fill, outline, origin=(0, 0)):
+    """Draw a shape's fill and outline, antialiased, in the given colours; ``origin``: the
+    whole pixel of the shape's coordinates that is the image's top left."""
+    points = np.round(shape["points"] * 16).astype(np.int32)  # 4 fractional bits
+    points = [points - np.int32(16) * np.asarray(origin, np.int32)]
     cv2.fillPoly(image, points, fill, lineType=cv2.LINE_AA, shift=4)
     cv2.polylines(image, points, True, outline, thickness=shape["outline"],
                   lineType=cv2.LINE_AA, shift=4)
@@ -486,13 +491,14 @@ def pixel_box(shape, size):
     least half, drawn alone on a mask of the image's size (``size`` square, or ``(width,
     height)``), so inside the image."""
     width, height = (size, size) if np.isscalar(size) else size
-    # Drawn on the part of the mask the shape's box (and a margin) covers: whole-pixel
-    # shifts leave OpenCV's fixed-point drawing as it is.
-    left, top = (max(0, int(np.floor(c)) - 2) for c in shape["box"][:2])
-    right, bottom = min(width, int(np.ceil(shape["box"][2])) + 3), min(
-        height, int(np.ceil(shape["box"][3])) + 3)
+    # Drawn on the part of the mask the outline (and a margin) covers: whole-pixel shifts
+    # leave OpenCV's fixed-point drawing as it is, and a small mask is quicker to search.
+    reach = shape["outline"] / 2 + 2
+    left, top = np.maximum(np.floor(shape["points"].min(axis=0) - reach).astype(int), 0)
+    right, bottom = np.minimum(np.ceil(shape["points"].max(axis=0) + reach).astype(int) + 1,
+                               (width, height))
     mask = np.zeros((bottom - top, right - left), np.uint8)
-    render(mask, dict(shape, points=shape["points"] - (left, top)), 255, 255)
+    render(mask, shape, 255, 255, origin=(left, top))
     ys, xs = np.nonzero(mask >= 128)
     return (int(xs.min()) + left, int(ys.min()) + top, int(xs.max()) + left,
             int(ys.max()) + top)
