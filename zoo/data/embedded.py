@@ -69,6 +69,10 @@ class Preset:
     clutter: bool = False
     """Textures and blended photos behind, and :func:`relight` over, the drawing."""
     jpeg_quality: Tuple[int, int] = (90, 90)
+    revision: int = 1
+    """Bump when this preset's drawing changes, so its folders are regenerated (every
+    preset's manifest records its settings but the default's, which predates presets:
+    bump :data:`GENERATOR_VERSION` for the default)."""
 
 
 PRESETS = {
