@@ -50,7 +50,6 @@ GENERATOR_VERSION = 2
 """Bump when the drawing or the annotations change, so existing folders are regenerated."""
 
 
-
 @dataclass(frozen=True)
 class Preset:
     """How a dataset is drawn. Sizes are fractions of the image's long side, which is
@@ -128,7 +127,9 @@ def generate(root, seed=0, num_train=1500, num_val=200, image_size=256, preset=D
         os.makedirs(os.path.join(root, folder), exist_ok=True)
     write_manifest(root, dict(manifest, complete=False))  # marks the folder as ours meanwhile
     image_ids = ["%06d" % index for index in range(num_train + num_val)]
-    photos(), textures()  # load once before the threads share them
+    photos()  # load once before the threads share them
+    if PRESETS[preset].clutter:
+        textures()
     with ThreadPoolExecutor(os.cpu_count()) as pool:  # OpenCV and Pillow release the GIL
         list(pool.map(lambda index: write_example(root, image_ids[index], seed, index,
                                                   image_size, PRESETS[preset]),
