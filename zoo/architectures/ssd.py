@@ -38,6 +38,10 @@ SCHEMA = Schema("ssd", [
     Field("steps", Optional(List(Number(0, low_open=True, special=(-1,), note="pixels"),
                                  length=PER_MAP)), None,
           "per map: anchor steps in pixels (-1 or null: derived from the map size)"),
+    Field("check_maps", Bool(), True,
+          "refuse feature maps that do not shrink strictly and steps that do not tile their "
+          "map over the image; false accepts GluonCV's (ssd_300_mobilenet0.25's steps of "
+          "half the maps' strides, extra blocks on a 1x1 map at small inputs)"),
     Field("extra_use_bn", Bool(), True, "batch normalisation in the extra blocks"),
     Field("extra_style", Str(choices=symbols.EXTRA_STYLES), "zoo",
           "zoo: an extra block's 1x1 at half its width, learned-scale batch norm; gluoncv: "
@@ -217,11 +221,15 @@ def smallest_shrinking_shape(spec, backbone, layers):
 
 
 def check_feature_maps(config, sizes, smallest=None):
-    """Feature maps must shrink strictly and anchor steps must tile the image. ``smallest``
+    """Feature maps must shrink strictly and anchor steps must tile the image (unless the
+    config's ``check_maps`` is false). ``smallest``
     gives the data shape from which the maps shrink (called only to say so when they do
     not here)."""
     check = Checker(config)
     data_shape = config["data_shape"]
+    steps = config.get("steps")
+    if not config.get("check_maps", True):
+        return [-1] * len(sizes) if steps is None else steps
     if not shrinking(sizes):
         i = next(i for i in range(1, len(sizes)) if sizes[i] >= sizes[i - 1])
         side = smallest() if smallest else None
@@ -231,7 +239,6 @@ def check_feature_maps(config, sizes, smallest=None):
                    % (sizes[i - 1], sizes[i - 1], sizes[i], sizes[i], data_shape,
                       "; data shapes from %d up work (e.g. --data-shape %d)"
                       % (side, side) if side else ""))
-    steps = config.get("steps")
     if steps is None:
         return [-1] * len(sizes)
     for i, (step, size) in enumerate(zip(steps, sizes)):

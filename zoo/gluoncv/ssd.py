@@ -1,7 +1,8 @@
-"""GluonCV's SSDs on ResNet-50 v1 (``ssd_512_resnet50_v1_voc`` and ``_coco``) as zoo models.
+"""GluonCV's SSDs on ResNet-50 v1 (``ssd_512_resnet50_v1_voc`` and ``_coco``) and on MobileNet
+v1 (``ssd_512_mobilenet1.0_*``, ``ssd_300_mobilenet0.25_*``) as zoo models.
 
 GluonCV builds the backbone and the extra blocks as one symbol (its ``FeatureExpander``), so
-their parameters are named by the symbol's layers (``features.resnetv10_stage2_conv4_weight``,
+their parameters are named by the symbol's layers (``features.resnetv10_stage2_conv4_weight``, ``features.mobilenet0_conv3_weight``,
 ``features.expand_trans_conv0_weight``); the heads by block path
 (``class_predictors.0.predictor.weight``). Its anchors are stored too
 (``anchor_generators.0.anchors``): the map reads them to check that they are the zoo model's,
@@ -12,13 +13,21 @@ import numpy as np
 
 from zoo.architectures import ssd as ssd_config
 from symbols import ssd as ssd_symbols
+from symbols.backbones import mobilenet
 from zoo.pretrained.maps import GLUON_BN_PARAMS
 from zoo.gluoncv.common import GluonCVImportError
 
-__all__ = ["map_ssd_resnet_v1"]
+__all__ = ["GLUONCV_TAPS", "map_ssd_mobilenet", "map_ssd_resnet_v1", "overrides_for"]
 
 BACKBONE = "features.resnetv10_"
 """The prefix of GluonCV's ResNet v1 names inside its SSDs (a fresh process's block name)."""
+MOBILENET = "features.mobilenet0_"
+"""The prefix of GluonCV's MobileNet v1 names inside its SSDs (both widths)."""
+
+GLUONCV_TAPS = {"stage3_activation5": "res4", "stage4_activation2": "res5",
+                "relu22_fwd": "c4", "relu26_fwd": "c5"}
+"""GluonCV's names of the backbone layers its SSDs tap (``get_ssd``'s ``features``) to our
+stages: ResNet-50 v1's and MobileNet v1's."""
 
 ANCHOR_TOLERANCE = 1e-3
 """Pixels by which GluonCV's stored anchors may differ from ours (float32 rounding)."""
@@ -63,6 +72,16 @@ def _backbone(mapped, gluon, backbone):
                 index = _unit_layer(unit, 3)
                 _conv_bn(mapped, gluon, ours + "_downsample", "%sconv%d" % (theirs, index),
                          "%sbatchnorm%d" % (theirs, index))
+
+
+def _mobilenet(mapped, gluon):
+    """GluonCV's MobileNet v1 inside its SSD numbers its convolutions and batch norms in
+    order: 0 the stem, ``2i - 1`` block ``i``'s depthwise, ``2i`` its pointwise."""
+    _conv_bn(mapped, gluon, "conv1", MOBILENET + "conv0", MOBILENET + "batchnorm0")
+    for block in range(1, len(mobilenet.BLOCKS) + 1):
+        for index, layer in ((2 * block - 1, "dwise"), (2 * block, "pwise")):
+            _conv_bn(mapped, gluon, "block%d_%s" % (block, layer), "%sconv%d" % (MOBILENET, index),
+                     "%sbatchnorm%d" % (MOBILENET, index))
 
 
 def _extras(mapped, gluon, count):
@@ -130,3 +149,68 @@ def map_ssd_resnet_v1(gluon, model):
     _heads(mapped, gluon, len(spec["from_layers"]))
     _check_anchors(gluon, model, spec["name"])
     return mapped
+
+
+def map_ssd_mobilenet(gluon, model):
+    """Our arrays of ``model`` (the ``ssd_mobilenet{1.0,0.25}_gluoncv_*`` configs) from
+    GluonCV's ``ssd_512_mobilenet1.0_*`` / ``ssd_300_mobilenet0.25_*`` arrays ``gluon``, its
+    anchors checked against ours."""
+    spec = model.spec
+    mapped = {}
+    _mobilenet(mapped, gluon)
+    _extras(mapped, gluon, sum(1 for layer in spec["from_layers"] if not layer))
+    _heads(mapped, gluon, len(spec["from_layers"]))
+    _check_anchors(gluon, model, spec["name"])
+    return mapped
+
+
+def overrides_for(net, side):
+    """The config fields (keywords of ``zoo.get_model``, ``import_net``'s ``overrides``) that
+    make an importer's config compute what ``net`` computes at ``side`` x ``side`` pixels:
+    ``net`` a GluonCV SSD built by ``gluoncv.model_zoo.ssd.ssd.get_ssd`` on a backbone of
+    :data:`GLUONCV_TAPS` (any taps, extra blocks, anchor sizes, ratios and steps), initialised
+    (its anchors are read). Returns ``data_shape``, ``from_layers``, ``num_filters``,
+    ``strides``, ``pads``, ``normalizations``, ``sizes`` (fractions of ``side``), ``ratios``,
+    ``steps`` (pixels), ``nms_threshold``, ``nms_topk`` and ``check_maps`` (false where the
+    maps do not shrink or the steps do not tile them, as GluonCV allows). Raises
+    :class:`GluonCVImportError` for what the zoo cannot express: a tap not in
+    :data:`GLUONCV_TAPS`, or an extra block whose 1x1 is not as wide as its 3x3 (``get_ssd``'s
+    ``reduce_ratio`` or ``min_depth`` at work)."""
+    features = net.features._cached_graph[1]
+    arg_shapes, out_shapes, _ = features.infer_shape(data=(1, 3, side, side))
+    weights = dict(zip(features.list_arguments(), arg_shapes))
+    from_layers, num_filters = [], []
+    for output, shape in zip(features.list_outputs(), out_shapes):
+        layer = output[:-len("_output")]
+        extra = layer.rsplit("expand_relu", 1)
+        if len(extra) == 2 and extra[1].isdigit():
+            trans = [shape_[0] for name, shape_ in weights.items()
+                     if name.endswith("expand_trans_conv%s_weight" % extra[1])]
+            if trans != [shape[1]]:
+                raise GluonCVImportError("%s: extra block %s's 1x1 is %s wide, its 3x3 %d: the "
+                                         "zoo's gluoncv extra blocks have both as wide"
+                                         % (net.name, extra[1], trans, shape[1]))
+            from_layers.append("")
+            num_filters.append(int(shape[1]))
+            continue
+        stage = [ours for theirs, ours in GLUONCV_TAPS.items() if layer.endswith("_" + theirs)]
+        if not stage:
+            raise GluonCVImportError("%s taps %s, which the zoo knows no stage of (known: %s)"
+                                     % (net.name, layer, ", ".join(sorted(GLUONCV_TAPS))))
+        from_layers.append(stage[0])
+        num_filters.append(-1)
+    sizes, ratios, steps = [], [], []
+    for generator in net.anchor_generators:
+        sizes.append([float(size) / side for size in generator._sizes])
+        ratios.append([float(ratio) for ratio in generator._ratios])
+        # GluonCV's anchor centres are (cell + 0.5) * step: the first one's is half a step
+        steps.append(float(generator.anchors.data().asnumpy()[0, 0, 0, 0, 0]) * 2)
+    maps = [shape[2] for shape in out_shapes]
+    tiled = all(abs(step * size - side) < step for step, size in zip(steps, maps))
+    return dict(data_shape=side, from_layers=from_layers, num_filters=num_filters,
+                # GluonCV's extra blocks: 3x3, stride 2, padding 1
+                strides=[-1 if layer else 2 for layer in from_layers],
+                pads=[-1 if layer else 1 for layer in from_layers],
+                normalizations=[-1] * len(from_layers), sizes=sizes, ratios=ratios,
+                steps=steps, nms_threshold=net.nms_thresh, nms_topk=net.nms_topk,
+                check_maps=bool(ssd_config.shrinking(maps) and tiled))
