@@ -28,7 +28,7 @@ __all__ = ["BUSY_CORES", "BenchmarkOptions", "COMPARISONS", "CONFIGURATIONS",
            "DecodeBenchmarkOptions", "FIXED_PHOTOS",
            "PHOTO_ISAS", "PHOTO_SUBJECTS", "PhotosBenchmarkOptions", "image_size",
            "DetectorBenchmarkOptions", "GLUONCV_RECIPES", "MemoryBenchmarkOptions",
-           "TilesBenchmarkOptions", "TrainBenchmarkOptions"]
+           "PARITY_ARCHITECTURES", "ParityBenchmarkOptions", "TilesBenchmarkOptions", "TrainBenchmarkOptions"]
 
 DTYPES = ("fp32", "int8", "bf16")
 COMPARISONS = ("gluoncv", "onnxruntime", "openvino", "all")
@@ -628,3 +628,73 @@ class PhotosBenchmarkOptions:
         """The options of ``zoo benchmark-photos``'s parsed flags, those of ``values``
         given."""
         return options_from(cls, args, **values)
+
+
+PARITY_ARCHITECTURES = ("ssd",)
+"""What ``zoo benchmark-parity`` compares: SSD (Faster R-CNN's side is not built yet)."""
+PARITY_SIDES = ("zoo", "gluoncv")
+
+
+def config_assignment(value):
+    """``FIELD=NUMBER`` (``--zoo-config``'s items) as ``(field, number)``."""
+    field, equals, number = value.partition("=")
+    try:
+        return field.strip(), float(number)
+    except ValueError:
+        raise argparse.ArgumentTypeError("FIELD=NUMBER, got %r" % value) from None
+
+
+@dataclass(frozen=True)
+class ParityBenchmarkOptions:
+    """What ``zoo benchmark-parity`` trains (:mod:`zoo_bench.parity`): the zoo and GluonCV on
+    one network from the same initial parameters, at each of ``seeds``, with the same images
+    (the embedded generator's ``preset``, ``num_train`` and ``num_val`` images), input side,
+    batch, epochs and SGD settings; passing when the zoo's mean last-epoch held-out VOC07
+    mAP is at most ``tolerance`` points below GluonCV's."""
+    architecture: str = flag("ssd", "meta-architecture to compare", choices=PARITY_ARCHITECTURES)
+    seeds: Tuple[int, ...] = flag((0, 1, 2), "seeds, one run a side each (the initial "
+                                             "parameters, the data order and augmentation)",
+                                  type=comma_list(nonnegative_int), metavar="S,...")
+    epochs: int = flag(6, "epochs a side", type=positive_int)
+    batch_size: int = batch_size_flag(16)
+    data_shape: int = flag(256, "input side, both sides", type=positive_int)
+    lr: float = flag(0.01, "SGD learning rate, both sides", type=positive_float)
+    momentum: float = flag(0.9, "SGD momentum", type=float_in(0.0, 1.0, high_open=True))
+    wd: float = flag(5e-4, "weight decay", type=float_in(0.0))
+    lr_steps: Tuple[float, ...] = flag((), "comma-separated epochs at which the lr drops",
+                                       type=comma_list(positive_float), metavar="E,...")
+    lr_factor: float = flag(0.1, "lr multiplier at each step", type=positive_float)
+    warmup_epochs: float = flag(0.0, "linear warm-up length in epochs (from lr / 10)",
+                                type=float_in(0.0))
+    preset: str = flag("shapes", "the embedded generator's preset (see docs/data.md)")
+    num_train: int = flag(1500, "training images", type=positive_int)
+    num_val: int = flag(200, "held-out images, scored after every epoch", type=positive_int)
+    data_seed: int = flag(0, "seed of the generated images", type=nonnegative_int)
+    data_workers: int = flag(2, "data workers a side (GluonCV's DataLoader processes, the "
+                                "zoo's decoding threads)", type=positive_int)
+    tolerance: float = flag(1.0, "points of held-out VOC07 mAP the zoo's mean may lie below "
+                                 "GluonCV's and still pass", type=float_in(0.0))
+    zoo_config: Tuple[Tuple[str, float], ...] = flag(
+        (), "config fields set on the zoo's side only, e.g. negative_mining_ratio=1: a "
+            "deliberately changed recipe, to see the verdict fail",
+        type=comma_list(config_assignment), metavar="FIELD=NUMBER,...")
+    order: Tuple[str, ...] = flag(PARITY_SIDES, "sides in the order each seed trains them",
+                                  type=comma_list(str), metavar="SIDE,SIDE")
+    work_dir: str = flag(os.path.join("output", "benchmark_parity"),
+                         "data, runs, parity_<arch>.json and .png go here")
+    progress: bool = progress_flag()
+
+    @classmethod
+    def from_flags(cls, args, **values):
+        return options_from(cls, args, **values)
+
+    def __post_init__(self):
+        object.__setattr__(self, "seeds", tuple(self.seeds))
+        object.__setattr__(self, "lr_steps", tuple(self.lr_steps))
+        object.__setattr__(self, "order", tuple(self.order))
+        object.__setattr__(self, "zoo_config", tuple(tuple(pair) for pair in self.zoo_config))
+        if sorted(self.order) != sorted(PARITY_SIDES):
+            raise OptionsError("order must name zoo and gluoncv once each, got %s"
+                               % ",".join(self.order))
+        if not self.seeds or len(set(self.seeds)) != len(self.seeds):
+            raise OptionsError("seeds must be distinct, at least one")

@@ -82,6 +82,9 @@ COMMANDS = {
     "benchmark-photos": ("zoo_bench.cli.benchmark_photos",
                          "zoo detect end to end on large photos, fp32 and int8, beside "
                          "GluonCV's load_test and net(x), and where its time goes"),
+    "benchmark-parity": ("zoo_bench.cli.benchmark_parity",
+                         "the zoo's training beside GluonCV's on one network from the same "
+                         "initial parameters, held-out mAP by epoch over seeds, one verdict"),
     "launch": ("launch", "run a command on every worker of a parameter-server cluster"),
     "plot-log": ("plot_log", "plot a training CSV log's loss and mAP curves into a PNG"),
     "quickstart": ("quickstart", "the `make demo` job: shapes dataset, train, eval, plot, draw"),

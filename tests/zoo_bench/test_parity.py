@@ -1,0 +1,145 @@
+"""``zoo benchmark-parity`` (zoo_bench/parity.py): the network both sides train, the proof
+that they start equal, the verdict, and a whole run through the command line (slow)."""
+import json
+import os
+
+import mxnet as mx
+import numpy as np
+import pytest
+
+from zoo import artifact
+from zoo.cli import main
+from zoo.errors import OptionsError
+from zoo_bench import parity
+from zoo_bench.options import ParityBenchmarkOptions
+
+
+@pytest.mark.parametrize("side", [128, 256, 300])
+def test_each_maps_anchors_are_centred_on_its_own_cells(side):
+    # The anchors GluonCV makes for the network at this side: one map's worth per size
+    # pair, centred on cells of the step given (a step that is not the map's stride puts
+    # them on part of the image only, as the published ssd_300_mobilenet0.25 does).
+    net = parity.initialised_ssd(side)
+    with mx.autograd.train_mode():
+        _, _, anchors = net(mx.nd.zeros((1, 3, side, side)))
+    maps = parity.map_sizes(side)
+    per_cell = [len(r) + 1 for r in parity.SSD_NETWORK["ratios"]]
+    assert anchors.shape[1] == sum(m * m * a for m, a in zip(maps, per_cell))
+    centres = anchors[0, :, :2].asnumpy()
+    assert centres.min() > 0 and centres.max() < side  # every map spans the image
+    assert abs(centres.max() - (side - side / maps[0] / 2)) < 1e-3 * side
+
+
+def test_the_first_scores_are_calm():
+    # The zoo's start for this network (He-normal convolutions, predictors from a normal of
+    # 0.01): the class logits near zero, so the first loss is near the trivial predictor's.
+    net = parity.initialised_ssd(128)
+    with mx.autograd.train_mode():  # batch statistics, as the first training step sees
+        classes, boxes, _ = net(mx.nd.random.uniform(shape=(2, 3, 128, 128)))
+    assert float(mx.nd.abs(classes).max().asscalar()) < 3
+    assert float(mx.nd.abs(boxes).max().asscalar()) < 3
+
+
+@pytest.fixture(scope="module")
+def imported(tmp_path_factory):
+    net = parity.initialised_ssd(128)
+    prefix = str(tmp_path_factory.mktemp("parity") / "ssd")
+    parity.import_gluon(net, 128, prefix, "test")
+    return net, prefix
+
+
+def test_the_imported_start_holds_gluoncvs_values(imported, tmp_path):
+    # Every value of the file GluonCV's side starts from (its anchors are a constant).
+    net, prefix = imported
+    net.save_parameters(str(tmp_path / "start.params"))
+    saved = mx.nd.load(str(tmp_path / "start.params"))
+    check = parity.check_equal_start(net, prefix)
+    assert check["values"] == sum(a.size for n, a in saved.items() if not n.endswith("anchors"))
+
+
+def test_a_start_that_differs_in_one_value_is_refused(imported, tmp_path):
+    net, prefix = imported
+    changed = parity.initialised_ssd(128)
+    for name, param in changed.collect_params().items():
+        param.set_data(net.collect_params()[name].data())
+    weight = [p for n, p in changed.collect_params().items() if n.endswith("conv0_weight")][0]
+    value = weight.data().copy()
+    value[0, 0, 0, 0] += 1e-3
+    weight.set_data(value)
+    with pytest.raises(RuntimeError, match="sorted they differ by up to"):
+        parity.check_equal_start(changed, prefix)
+
+
+def result_of(zoo_finals, gluoncv_finals, tolerance=1.0):
+    runs = [parity.SideRun(side, seed, [parity.EpochScore(1, value, value / 2)])
+            for side, finals in (("zoo", zoo_finals), ("gluoncv", gluoncv_finals))
+            for seed, value in enumerate(finals)]
+    return parity.ParityResult("ssd", {"tolerance": tolerance}, runs, [])
+
+
+@pytest.mark.parametrize("zoo, gluoncv, passed", [
+    ([0.60, 0.62, 0.64], [0.60, 0.62, 0.64], True),     # equal
+    ([0.595, 0.615, 0.635], [0.60, 0.62, 0.64], True),  # half a point below
+    ([0.585, 0.605, 0.625], [0.60, 0.62, 0.64], False),  # 1.5 points below
+    ([0.70, 0.71, 0.72], [0.60, 0.62, 0.64], True)])     # above
+def test_the_verdict_is_the_difference_of_the_means_in_points(zoo, gluoncv, passed):
+    verdict = parity.verdict(result_of(zoo, gluoncv))
+    points = 100 * (np.mean(zoo) - np.mean(gluoncv))
+    assert verdict["passed"] is passed
+    assert verdict["points"] == pytest.approx(points)
+    assert verdict["line"].startswith("parity ssd: zoo %.3f ± %.3f, GluonCV %.3f ± %.3f over 3 "
+                                      "seeds: %+.1f points (%s" % (
+                                          np.mean(zoo), np.std(zoo, ddof=1), np.mean(gluoncv),
+                                          np.std(gluoncv, ddof=1), points,
+                                          "PASS" if passed else "FAIL"))
+
+
+def test_the_picture_has_a_curve_per_side(tmp_path):
+    path = parity.plot(result_of([0.5, 0.6], [0.55, 0.65]), str(tmp_path / "p.png"))
+    assert os.path.getsize(path) > 5000
+
+
+@pytest.mark.parametrize("flags, words", [
+    (["--order", "zoo,zoo"], "order must name zoo and gluoncv once each"),
+    (["--seeds", "1,1"], "seeds must be distinct"),
+    (["--zoo-config", "negative_mining_ratio"], "FIELD=NUMBER"),
+])
+def test_bad_options_are_one_line(flags, words, capsys):
+    try:
+        code = main(["benchmark-parity"] + flags)
+    except SystemExit as exit_:  # argparse's refusal of a flag's value
+        code = exit_.code
+    assert code in (1, 2)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert words in err[-1] and "Traceback" not in "\n".join(err)
+
+
+def test_the_zoo_config_flag_reaches_the_zoos_start_alone():
+    options = ParityBenchmarkOptions(zoo_config=(("negative_mining_ratio", 1.0),))
+    assert dict(options.zoo_config) == {"negative_mining_ratio": 1.0}
+    with pytest.raises(OptionsError):
+        ParityBenchmarkOptions(order=("gluoncv",))
+
+
+@pytest.mark.slow
+def test_a_short_run_through_the_command_line(tmp_path, capsys):
+    # One seed, one epoch on a few images: every piece runs as the documented command runs
+    # it (progress on), and the outputs hold what the verdict says.
+    work = str(tmp_path / "parity")
+    code = main(["benchmark-parity", "--seeds", "3", "--epochs", "1", "--num-train", "32",
+                 "--num-val", "8", "--data-shape", "128", "--batch-size", "8",
+                 "--zoo-config", "negative_mining_ratio=2", "--work-dir", work])
+    out = capsys.readouterr().out
+    with open(os.path.join(work, "parity_ssd.json")) as f:
+        saved = json.load(f)
+    assert code == (0 if saved["verdict"]["passed"] else 1)
+    assert saved["verdict"]["line"] in out
+    assert [run["side"] for run in saved["runs"]] == ["zoo", "gluoncv"]
+    assert all(len(run["epochs"]) == 1 and run["seed"] == 3 for run in saved["runs"])
+    assert saved["start_checks"][0]["values"] > 10 ** 6
+    assert os.path.getsize(os.path.join(work, "parity_ssd.png")) > 5000
+    # The zoo's side trained the changed recipe; GluonCV's epochs were scored without it.
+    zoo_start = artifact.read_meta(os.path.join(work, "ssd_seed3", "init", "ssd"), 0)
+    assert zoo_start["config"]["negative_mining_ratio"] == 2
+    theirs = artifact.read_meta(os.path.join(work, "ssd_seed3", "gluoncv", "epoch1", "ssd"), 0)
+    assert theirs["config"]["negative_mining_ratio"] == 3

@@ -1,0 +1,392 @@
+"""``zoo benchmark-parity``: the zoo's training against GluonCV's, on the same network from the
+same initial parameters, scored by one metric on the same held-out images.
+
+For each seed:
+
+1. GluonCV's network (:data:`SSD_NETWORK`, built by GluonCV's ``get_ssd``) is initialised by
+   GluonCV (``net.initialize()``), saved, and imported into the zoo
+   (:func:`zoo.gluoncv.common.import_net`). Before any step the two are proved equal: the
+   imported artifact detects what GluonCV's network detects on held-out images, and the
+   zoo's run takes every array from it (none reset).
+2. The zoo trains from that artifact (``zoo train --init-from``, its own loader, augmentation,
+   targets, loss and optimizer), a checkpoint after every epoch.
+3. GluonCV trains from the same file in a child process with its own components
+   (:mod:`zoo_bench.parity_gluoncv`), a parameter file after every epoch.
+4. Every epoch of both is scored by ``zoo eval`` on the same held-out split (VOC07 mAP and
+   COCO AP, pycocotools-checked); GluonCV's epochs are imported first, as step 1 did.
+
+Both sides see the same images, input size, batch, epochs and optimiser settings; the data
+is the embedded generator's (:mod:`zoo.data.embedded`), generated once in the work folder.
+The verdict compares the last epoch's held-out VOC07 mAP, mean over seeds, against a
+tolerance in points.
+"""
+import json
+import logging
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from typing import List
+
+import mxnet as mx
+import numpy as np
+
+from zoo_bench import child_environment
+from zoo_bench.parity_gluoncv import gluon_ssd, seed_everything
+
+__all__ = ["ParityResult", "SSD_NETWORK", "benchmark_parity", "ssd_network", "verdict"]
+
+LOG = logging.getLogger("zoo.benchmark_parity")
+
+SSD_NETWORK = dict(
+    # GluonCV's ssd_300_mobilenet0.25_voc: MobileNet v1 at width 0.25 tapped at relu22 and
+    # relu26 (strides 16 and 32), four extra blocks of 256, 256, 128 and 128 channels; the
+    # anchor sizes of its ssd_512 presets, as fractions of the input side, and steps that
+    # equal each map's stride at the input side chosen (the published 300-pixel steps
+    # 8, 16, ... place a stride-16 map's anchors on half the image).
+    base="mobilenet0.25", features=["relu22_fwd", "relu26_fwd"], filters=[256, 256, 128, 128],
+    size_fractions=[0.1, 0.2, 0.369921875, 0.53984375, 0.71, 0.880078125, 0.9609375],
+    ratios=[[1, 2, 0.5]] + [[1, 2, 0.5, 3, 1.0 / 3]] * 3 + [[1, 2, 0.5]] * 2)
+SSD_IMPORTER = "ssd_300_mobilenet0.25_voc"
+"""The importer whose config the network above is an override of."""
+THREADED_ENGINE = "ThreadedEnginePerDevice"
+
+
+def map_sizes(side, maps=6):
+    """The feature maps' sides of :data:`SSD_NETWORK` at input ``side``: stride 16 and 32,
+    then each extra block halves (rounding up, its 3x3 convolution pads by 1)."""
+    sides = [-(-side // 16)]
+    for _ in range(maps - 1):
+        sides.append(-(-sides[-1] // 2))
+    return sides
+
+
+def ssd_network(side):
+    """``get_ssd``'s arguments for :data:`SSD_NETWORK` at input ``side`` (anchor sizes in
+    pixels, a step per map equal to its stride)."""
+    spec = SSD_NETWORK
+    return dict(base=spec["base"], side=side, features=spec["features"],
+                filters=spec["filters"], ratios=spec["ratios"],
+                sizes=[f * side for f in spec["size_fractions"]],
+                steps=[side / m for m in map_sizes(side)])
+
+
+@dataclass
+class EpochScore:
+    epoch: int
+    voc07: float
+    coco_ap: float
+    loss: float = None
+    cls_loss: float = None
+    box_loss: float = None
+    seconds: float = None
+
+
+@dataclass
+class SideRun:
+    side: str                            # "zoo" or "gluoncv"
+    seed: int
+    epochs: List[EpochScore] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def final(self):
+        return self.epochs[-1].voc07
+
+
+@dataclass
+class ParityResult:
+    architecture: str
+    options: dict
+    runs: List[SideRun]
+    start_checks: List[dict]
+
+    def finals(self, side):
+        return [run.final for run in self.runs if run.side == side]
+
+    def to_json(self):
+        return {"architecture": self.architecture, "options": self.options,
+                "start_checks": self.start_checks,
+                "runs": [dict(asdict(run), final=run.final) for run in self.runs],
+                "verdict": verdict(self)}
+
+
+def _mean_sd(values):
+    return statistics.mean(values), (statistics.stdev(values) if len(values) > 1 else 0.0)
+
+
+def verdict(result, tolerance=None):
+    """``{"line": ..., "passed": bool, ...}``: the zoo's mean final held-out VOC07 mAP against
+    GluonCV's, in points, passing when it is no more than ``tolerance`` points below."""
+    tolerance = result.options["tolerance"] if tolerance is None else tolerance
+    zoo_mean, zoo_sd = _mean_sd(result.finals("zoo"))
+    theirs_mean, theirs_sd = _mean_sd(result.finals("gluoncv"))
+    points = 100 * (zoo_mean - theirs_mean)
+    passed = points >= -tolerance
+    seeds = len(result.finals("zoo"))
+    line = ("parity %s: zoo %.3f ± %.3f, GluonCV %.3f ± %.3f over %d seed%s: %+.1f points (%s: "
+            "the zoo %s)" % (result.architecture, zoo_mean, zoo_sd, theirs_mean, theirs_sd, seeds,
+                             "" if seeds == 1 else "s", points, "PASS" if passed else "FAIL",
+                             "within %g points of GluonCV or above" % tolerance if passed else
+                             "more than %g points below GluonCV" % tolerance))
+    return {"line": line, "passed": passed, "points": points, "zoo_mean": zoo_mean,
+            "zoo_sd": zoo_sd, "gluoncv_mean": theirs_mean, "gluoncv_sd": theirs_sd}
+
+
+def _classes():
+    from zoo.data import embedded
+    return list(embedded.CLASSES)
+
+
+def generate_data(options):
+    """The embedded data set of ``options`` (its preset, counts and seed), generated once
+    under the work folder; returns its root."""
+    from zoo.data import embedded
+    root = os.path.join(options.work_dir, "data_%s_%d" % (options.preset, options.num_train))
+    return embedded.generate(root, seed=options.data_seed, num_train=options.num_train,
+                             num_val=options.num_val, preset=options.preset)
+
+
+def import_gluon(net, side, prefix, source, **fields):
+    """GluonCV's SSD ``net`` (of :func:`ssd_network` at ``side``) as the zoo artifact
+    ``prefix``, epoch 0, its config's ``fields`` changed; its arrays checked one for one by
+    the import."""
+    from zoo.gluoncv import IMPORTERS
+    from zoo.gluoncv.common import import_net
+    from zoo.gluoncv.ssd import overrides_for
+    import_net(IMPORTERS[SSD_IMPORTER], net, prefix, source,
+               **dict(overrides_for(net, side), **fields))
+    return prefix
+
+
+def check_equal_start(net, prefix):
+    """Prove the artifact ``prefix`` starts where GluonCV's ``net`` starts: the same number
+    of parameters and, sorted, the same values to the last bit (the import only reorders
+    arrays, :func:`zoo.gluoncv.common.our_params` has checked that it reads every GluonCV
+    array once and fills every array of ours, and the import tests prove the map computes
+    what GluonCV computes). Detections are no proof at this point: a freshly initialised
+    network's batch norms hold no statistics yet, so both score every box near 1.0.
+    Returns ``{"values": n, "sum": s}``; raises RuntimeError where they differ."""
+    from zoo import artifact
+    from zoo.gluoncv.common import gluon_arrays
+    theirs = np.sort(np.concatenate([array.ravel() for name, array in gluon_arrays(net).items()
+                                     if not name.endswith("anchors")]))
+    files = artifact.epoch_files(prefix, 0)
+    meta = artifact.read_meta(prefix, 0)
+    args, aux = artifact.read_params(files.params, meta["params_sha256"], files.meta)
+    ours = np.sort(np.concatenate([array.asnumpy().ravel()
+                                   for array in list(args.values()) + list(aux.values())]))
+    if ours.shape != theirs.shape or not np.array_equal(ours, theirs):
+        raise RuntimeError("the zoo's import of GluonCV's initialised network does not hold "
+                           "its values: %d values against GluonCV's %d%s" % (
+                               ours.size, theirs.size, "" if ours.shape != theirs.shape else
+                               ", and sorted they differ by up to %.3g"
+                               % float(np.abs(ours - theirs).max())))
+    return {"values": int(ours.size), "sum": float(ours.astype(np.float64).sum())}
+
+
+def start_from(options, seed, root, folder):
+    """GluonCV's network initialised by GluonCV under ``seed``, saved and imported: returns
+    ``(params file, artifact prefix, equality check)``."""
+    side = options.data_shape
+    seed_everything(seed)
+    net = initialised_ssd(side)
+    os.makedirs(folder, exist_ok=True)
+    params = os.path.join(folder, "gluoncv-init.params")
+    net.save_parameters(params)
+    # --zoo-config's fields change the zoo's recipe alone (GluonCV's epochs are scored
+    # through imports without them).
+    prefix = import_gluon(net, side, os.path.join(folder, "init", "ssd"), params,
+                          **dict(options.zoo_config))
+    return params, prefix, check_equal_start(net, prefix)
+
+
+def initialised_ssd(side):
+    """GluonCV's network of :func:`ssd_network` at ``side``, initialised by GluonCV
+    (``initialize()``, its shapes inferred on a first pass), then every convolution's weights
+    drawn as the zoo draws them (He-normal over the fan-out,
+    :meth:`zoo.model.DetectionModel.init_params`, and a normal of 0.01 for the predictors) and
+    their biases zeroed. GluonCV's own
+    default (uniform in +-0.07) starts this network with every top score at 1.0 and boxes of
+    10^5 pixels: a start so far off that neither side's first epochs mean much."""
+    net = gluon_ssd(ssd_network(side), _classes())
+    net.initialize()
+    net(mx.nd.zeros((1, 3, side, side)))
+    weights = mx.init.Xavier(rnd_type="gaussian", factor_type="out", magnitude=2)
+    for name, param in net.collect_params(".*conv.*_weight").items():
+        array = param.data()
+        weights(mx.init.InitDesc(name), array)
+        param.set_data(array)
+    for param in net.collect_params(".*conv.*_bias").values():
+        param.set_data(mx.nd.zeros(param.shape))
+    # The class and box predictors as the zoo's heads start (symbols.ssd._head): a small
+    # normal, so that the first logits are near zero rather than in the tens.
+    for param in net.collect_params(".*predictor.*_weight").values():
+        param.set_data(mx.nd.random.normal(0, 0.01, param.shape))
+    return net
+
+
+def sgd_settings(options):
+    return {"lr": options.lr, "momentum": options.momentum, "wd": options.wd,
+            "lr_steps": list(options.lr_steps), "lr_factor": options.lr_factor,
+            "warmup_epochs": options.warmup_epochs}
+
+
+def score(prefix, epoch, root, options):
+    """Held-out VOC07 mAP and COCO AP of epoch ``epoch`` of the artifact ``prefix``, by
+    ``zoo eval``."""
+    from zoo.jobs.evaluate import EvalOptions, evaluate
+    results = evaluate(EvalOptions(checkpoint=prefix, epoch=epoch, data_root=root, split="val",
+                                   output="%s-%04d-eval-val.json" % (prefix, epoch),
+                                   progress=False))
+    return results.voc["voc07"]["mAP"], results.coco["AP"]
+
+
+def train_zoo(options, seed, root, init_prefix, folder):
+    """The zoo's side: ``zoo train --init-from`` the imported start, every epoch scored."""
+    from zoo.engine.finetune import init_from
+    from zoo.jobs.train import build_train_model, train
+    from zoo.jobs.train_options import TrainOptions
+    train_options = TrainOptions(
+        network=None, init_from=init_prefix, dataset="voc", data_root=root,
+        data_shape=options.data_shape, batch_size=options.batch_size, epochs=options.epochs,
+        val_split="", keep_last=options.epochs, output_dir=os.path.join(folder, "zoo"),
+        overwrite=True, seed=seed, progress=options.progress, data_threads=options.data_workers,
+        **{k: v for k, v in sgd_settings(options).items()})
+    # Every array of the run's model comes from the imported start: none starts afresh.
+    model = build_train_model(train_options, _classes())
+    summary = init_from(model, init_prefix, seed=seed)[2]
+    if summary.reset:
+        raise RuntimeError("the zoo's run would not start from GluonCV's parameters: %s"
+                           % summary.line())
+    start = time.time()
+    trained = train(train_options)
+    run = SideRun("zoo", seed, seconds=time.time() - start)
+    for row in trained.rows:
+        epoch = int(row["epoch"])
+        voc07, coco = score(trained.prefix, epoch, root, options)
+        cls_loss, box_loss = float(row["cls_loss"]), float(row["box_loss"])
+        run.epochs.append(EpochScore(epoch, voc07, coco, cls_loss + box_loss, cls_loss,
+                                     box_loss))
+    return run
+
+
+def gluoncv_request(options, seed, root, init_params, folder):
+    """The request :mod:`zoo_bench.parity_gluoncv` reads, written to ``folder``."""
+    os.makedirs(os.path.join(folder, "gluoncv"), exist_ok=True)
+    request = {"network": ssd_network(options.data_shape), "classes": _classes(),
+               "init_params": init_params, "root": root, "split": "train",
+               "batch_size": options.batch_size, "data_workers": options.data_workers,
+               "seed": seed, "epochs": options.epochs, "sgd": sgd_settings(options),
+               "prefix": os.path.join(folder, "gluoncv", "ssd")}
+    path = os.path.join(folder, "gluoncv-request.json")
+    with open(path, "w") as f:
+        json.dump(request, f, indent=1)
+    return path
+
+
+def train_gluoncv(options, seed, root, init_params, folder, progress):
+    """GluonCV's side in its child process; each epoch's parameters imported and scored."""
+    request = gluoncv_request(options, seed, root, init_params, folder)
+    env = child_environment(MXNET_ENGINE_TYPE=THREADED_ENGINE)
+    env.pop("MXNET_ENGINE_TYPE_OVERRIDE", None)
+    start = time.time()
+    child = subprocess.Popen([sys.executable, "-m", "zoo_bench.parity_gluoncv", request],
+                             env=env, stdout=subprocess.PIPE, text=True)
+    answers = []
+    for line in child.stdout:
+        answers.append(json.loads(line))
+        progress("gluoncv seed %d: epoch %d of %d, loss %.3f, %.0f s"
+                 % (seed, answers[-1]["epoch"], options.epochs, answers[-1]["loss"],
+                    answers[-1]["seconds"]))
+    if child.wait() != 0:
+        raise RuntimeError("GluonCV's training ended with exit status %d; its error is above"
+                           % child.returncode)
+    run = SideRun("gluoncv", seed, seconds=time.time() - start)
+    side = options.data_shape
+    for answer in answers:
+        net = gluon_ssd(ssd_network(side), _classes())
+        net.load_parameters(answer["params"], ctx=mx.cpu())
+        prefix = import_gluon(net, side, os.path.join(folder, "gluoncv", "epoch%d" % answer[
+            "epoch"], "ssd"), answer["params"])
+        voc07, coco = score(prefix, 0, root, options)
+        run.epochs.append(EpochScore(answer["epoch"], voc07, coco, answer["loss"],
+                                     answer["cls_loss"], answer["box_loss"], answer["seconds"]))
+    return run
+
+
+def benchmark_parity(options, progress=print):
+    """Run both sides at every seed of ``options``; a :class:`ParityResult`."""
+    root = generate_data(options)
+    runs, checks = [], []
+    for seed in options.seeds:
+        folder = os.path.join(options.work_dir, "ssd_seed%d" % seed)
+        if os.path.isdir(folder):
+            shutil.rmtree(folder)
+        init_params, init_prefix, check = start_from(options, seed, root, folder)
+        checks.append(dict(check, seed=seed))
+        progress("seed %d: GluonCV's initialised network imported into the zoo, the same "
+                 "%d values before the first step" % (seed, check["values"]))
+        for side in options.order:
+            if side == "zoo":
+                run = train_zoo(options, seed, root, init_prefix, folder)
+            else:
+                run = train_gluoncv(options, seed, root, init_params, folder, progress)
+            runs.append(run)
+            progress("%s seed %d: held-out VOC07 mAP by epoch %s (%.0f s)" % (
+                side, seed, ", ".join("%.3f" % e.voc07 for e in run.epochs), run.seconds))
+    return ParityResult("ssd", options_json(options), runs, checks)
+
+
+def options_json(options):
+    return {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(options).items()}
+
+
+def plot(result, path):
+    """Held-out VOC07 mAP by epoch, each side's mean over seeds with a band from its lowest
+    to its highest seed."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for side, colour, label in (("zoo", "tab:blue", "zoo"), ("gluoncv", "tab:orange",
+                                                              "GluonCV")):
+        runs = [run for run in result.runs if run.side == side]
+        epochs = [e.epoch for e in runs[0].epochs]
+        values = np.array([[e.voc07 for e in run.epochs] for run in runs])
+        ax.plot(epochs, values.mean(axis=0), color=colour,
+                label="%s (%d seeds)" % (label, len(runs)))
+        ax.fill_between(epochs, values.min(axis=0), values.max(axis=0), color=colour,
+                        alpha=0.25)
+    ax.set_xlabel("epoch")
+    ax.set_ylabel("held-out VOC07 mAP")
+    ax.set_title("%s: zoo and GluonCV from the same initial parameters"
+                 % result.architecture.upper())
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def report(result):
+    """The verdict line after a table of every run's epochs."""
+    lines = ["%-8s %4s  %s" % ("side", "seed", "held-out VOC07 mAP (COCO AP) by epoch")]
+    for run in result.runs:
+        lines.append("%-8s %4d  %s" % (run.side, run.seed, "  ".join(
+            "%.3f (%.3f)" % (e.voc07, e.coco_ap) for e in run.epochs)))
+    lines.append(verdict(result)["line"])
+    return "\n".join(lines)
+
+
+def write_outputs(result, work_dir):
+    """``parity_ssd.json`` (every epoch of every run, the verdict) and ``parity_ssd.png``."""
+    base = os.path.join(work_dir, "parity_%s" % result.architecture)
+    with open(base + ".json", "w") as f:
+        json.dump(result.to_json(), f, indent=1)
+    plot(result, base + ".png")
+    return base + ".json", base + ".png"

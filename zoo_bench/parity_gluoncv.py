@@ -1,0 +1,132 @@
+"""GluonCV's side of ``zoo benchmark-parity``: GluonCV's own SSD training components, as
+``scripts/detection/ssd/train_ssd.py`` uses them, started from a parameter file.
+
+Run as ``python -m zoo_bench.parity_gluoncv REQUEST.json`` (a child process of its own, under
+MXNet's threaded engine as GluonCV's scripts run: its DataLoader forks worker processes after
+the network ran, and under the zoo's synchronous engine such workers hang). The request
+(:func:`zoo_bench.parity.gluoncv_request` writes it) names the network, the initial
+parameters, the VOC folder, the batch, the epochs and the optimiser's settings; the child
+writes ``PREFIX-NNNN.params`` (``save_parameters``) after every epoch and one JSON line per
+epoch on its standard output (``{"epoch": k, "loss": ..., "seconds": ...}``).
+
+What is GluonCV's here, unchanged: the network (``get_ssd``), ``SSDDefaultTrainTransform``
+given the network's anchors (colour distortion, expansion, IoU-constrained crop, flip,
+resize, and the matching that makes the targets, in the data workers), ``Tuple(Stack(),
+Stack(), Stack())``, ``gluon.data.DataLoader`` (shuffled, ``last_batch="rollover"``),
+``SSDMultiBoxLoss`` and ``gluon.Trainer`` (SGD) stepping by 1. The lr schedule is MXNet's
+scheduler built as the zoo builds it (:func:`zoo.engine.trainer.lr_scheduler`), so both sides
+follow one schedule; GluonCV's script steps its lr by hand at given epochs, which this equals
+for a schedule without warm-up.
+"""
+import json
+import random
+import sys
+import time
+import warnings
+
+import mxnet as mx
+import numpy as np
+from mxnet import autograd, gluon
+
+__all__ = ["gluon_ssd", "main"]
+
+
+def gluon_ssd(network, classes):
+    """GluonCV's SSD of ``network`` (``get_ssd``'s arguments: base, data side, features,
+    filters, sizes, ratios, steps) for ``classes``, uninitialised, with its blocks named as in
+    a fresh process."""
+    from gluoncv.model_zoo.ssd.ssd import get_ssd
+    with mx.name.NameManager(), warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        return get_ssd(network["base"], network["side"], features=network["features"],
+                       filters=network["filters"], sizes=network["sizes"],
+                       ratios=network["ratios"], steps=network["steps"],
+                       classes=list(classes), dataset="", pretrained=False,
+                       pretrained_base=False)
+
+
+def seed_everything(seed):
+    """The seeds GluonCV's pieces draw from: MXNet's (the network's dropout-free layers and
+    nothing else here), NumPy's and Python's (the transform's augmentation)."""
+    mx.random.seed(seed)
+    np.random.seed(seed)
+    random.seed(seed)
+
+
+def _loader(request, net):
+    from gluoncv.data.batchify import Stack, Tuple
+    from gluoncv.data.transforms.presets.ssd import SSDDefaultTrainTransform
+    from zoo.data.factory import open_dataset
+    from zoo_bench.data import GluonCVImageFiles
+    side = request["network"]["side"]
+    images = GluonCVImageFiles(open_dataset("voc", request["root"], request["split"]).records)
+    with autograd.train_mode():
+        _, _, anchors = net(mx.nd.zeros((1, 3, side, side)))
+    transform = SSDDefaultTrainTransform(side, side, anchors.as_in_context(mx.cpu()))
+    loader = gluon.data.DataLoader(
+        images.transform(transform), request["batch_size"], shuffle=True,
+        batchify_fn=Tuple(Stack(), Stack(), Stack()), last_batch="rollover",
+        num_workers=request["data_workers"])
+    return loader, len(images)
+
+
+def train(request, answer):
+    """Train as the request says, writing a parameter file after every epoch."""
+    from gluoncv.loss import SSDMultiBoxLoss
+    from zoo.engine.trainer import lr_scheduler
+    seed_everything(request["seed"])
+    net = gluon_ssd(request["network"], request["classes"])
+    net.load_parameters(request["init_params"], ctx=mx.cpu())
+    loader, images = _loader(request, net)
+    net.hybridize(static_alloc=True, static_shape=True)
+    sgd = request["sgd"]
+    steps_per_epoch = len(loader)
+    schedule = lr_scheduler(sgd["lr"], steps_per_epoch, sgd["lr_steps"], sgd["lr_factor"],
+                            sgd["warmup_epochs"])
+    trainer = gluon.Trainer(net.collect_params(), "sgd", {
+        "learning_rate": sgd["lr"], "wd": sgd["wd"], "momentum": sgd["momentum"],
+        "lr_scheduler": schedule})
+    loss_fn = SSDMultiBoxLoss()
+    for epoch in range(1, request["epochs"] + 1):
+        start, sums, batches = time.time(), np.zeros(2), 0
+        for batch in loader:
+            # The workers' arrays live in shared memory: on the training device, as the
+            # script's split_and_load puts them.
+            data, cls_targets, box_targets = (gluon.utils.split_and_load(field, [mx.cpu()])[0]
+                                              for field in batch)
+            with autograd.record():
+                cls_preds, box_preds, _ = net(data)
+                loss, cls_loss, box_loss = loss_fn([cls_preds], [box_preds], [cls_targets],
+                                                   [box_targets])
+            autograd.backward(loss)
+            trainer.step(1)
+            # Each term summed over the batch: the loss of the step, as the zoo logs its terms.
+            terms = [cls_loss[0].sum().asscalar(), box_loss[0].sum().asscalar()]
+            if epoch == 1 and batches == 0:
+                print("gluoncv: initial loss %.3f (cls_loss %.3f, box_loss %.3f)"
+                      % (sum(terms), terms[0], terms[1]), file=sys.stderr, flush=True)
+            sums += terms
+            batches += 1
+        path = "%s-%04d.params" % (request["prefix"], epoch)
+        net.save_parameters(path)
+        cls_mean, box_mean = sums / max(batches, 1)
+        answer({"epoch": epoch, "loss": cls_mean + box_mean, "cls_loss": cls_mean,
+                "box_loss": box_mean, "batches": batches,
+                "images": images, "seconds": time.time() - start, "params": path})
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    with open(argv[0]) as f:
+        request = json.load(f)
+    # Only the answers go to standard output: anything else printed goes to stderr.
+    answers, sys.stdout = sys.stdout, sys.stderr
+
+    def answer(value):
+        print(json.dumps(value), file=answers, flush=True)
+    train(request, answer)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
