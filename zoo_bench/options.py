@@ -633,6 +633,10 @@ class PhotosBenchmarkOptions:
 PARITY_ARCHITECTURES = ("ssd",)
 """What ``zoo benchmark-parity`` compares: SSD (Faster R-CNN's side is not built yet)."""
 PARITY_SIDES = ("zoo", "gluoncv")
+PARITY_AUGMENTATIONS = ("light", "ssd")
+"""``ssd``: each side's SSD augmentation (GluonCV's ``SSDDefaultTrainTransform``, the zoo's
+default zoom-out to 4x and IoU-constrained crop); ``light``: the same without zoom-out and
+crop (``make demo``'s, from scratch the one that trains in minutes)."""
 
 
 def config_assignment(value):
@@ -666,6 +670,11 @@ class ParityBenchmarkOptions:
     lr_factor: float = flag(0.1, "lr multiplier at each step", type=positive_float)
     warmup_epochs: float = flag(0.0, "linear warm-up length in epochs (from lr / 10)",
                                 type=float_in(0.0))
+    augmentation: str = flag(
+        "light", "light: colour, flip and resize on both sides (GluonCV's transform with its "
+                 "zoom-out and crop made identities; the zoo's --max-expand 1 --no-crop, make "
+                 "demo's); ssd: each side's whole SSD augmentation, zoom-out and crop too",
+        choices=PARITY_AUGMENTATIONS)
     preset: str = flag("shapes", "the embedded generator's preset (see docs/data.md)")
     num_train: int = flag(1500, "training images", type=positive_int)
     num_val: int = flag(200, "held-out images, scored after every epoch", type=positive_int)

@@ -255,6 +255,7 @@ def train_zoo(options, seed, root, init_prefix, folder):
         data_shape=options.data_shape, batch_size=options.batch_size, epochs=options.epochs,
         val_split="", keep_last=options.epochs, output_dir=os.path.join(folder, "zoo"),
         overwrite=True, seed=seed, progress=options.progress, data_threads=options.data_workers,
+        **({"max_expand": 1.0, "crop": False} if options.augmentation == "light" else {}),
         **{k: v for k, v in sgd_settings(options).items()})
     # Every array of the run's model comes from the imported start: none starts afresh.
     model = build_train_model(train_options, _classes())
@@ -280,6 +281,7 @@ def gluoncv_request(options, seed, root, init_params, folder):
     request = {"network": ssd_network(options.data_shape), "classes": _classes(),
                "init_params": init_params, "root": root, "split": "train",
                "batch_size": options.batch_size, "data_workers": options.data_workers,
+               "augmentation": options.augmentation,
                "seed": seed, "epochs": options.epochs, "sgd": sgd_settings(options),
                "prefix": os.path.join(folder, "gluoncv", "ssd")}
     path = os.path.join(folder, "gluoncv-request.json")

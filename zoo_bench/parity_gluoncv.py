@@ -53,6 +53,23 @@ def seed_everything(seed):
     random.seed(seed)
 
 
+def without_zoom_and_crop():
+    """Make the random expansion and the IoU-constrained crop that GluonCV's
+    ``SSDDefaultTrainTransform`` calls identities (``--augmentation light``): its colour
+    distortion, random-interpolation resize, flip and target generation run as they are."""
+    from gluoncv.data.transforms import experimental
+    from gluoncv.data.transforms import image as timage
+
+    def no_expansion(src, *args, **kwargs):
+        height, width = src.shape[:2]
+        return src, (0, 0, width, height)
+
+    def no_crop(bbox, size, *args, **kwargs):
+        return bbox, (0, 0, size[0], size[1])
+    timage.random_expand = no_expansion
+    experimental.bbox.random_crop_with_constraints = no_crop
+
+
 def _loader(request, net):
     from gluoncv.data.batchify import Stack, Tuple
     from gluoncv.data.transforms.presets.ssd import SSDDefaultTrainTransform
@@ -75,6 +92,8 @@ def train(request, answer):
     from gluoncv.loss import SSDMultiBoxLoss
     from zoo.engine.trainer import lr_scheduler
     seed_everything(request["seed"])
+    if request["augmentation"] == "light":
+        without_zoom_and_crop()
     net = gluon_ssd(request["network"], request["classes"])
     net.load_parameters(request["init_params"], ctx=mx.cpu())
     loader, images = _loader(request, net)
