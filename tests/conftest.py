@@ -56,9 +56,9 @@ END_TO_END_QUICK = {name for name in END_TO_END_MODELS
 end to end in `make test-slow`: ResNet-50 and InceptionV3, the ResNet-101 twins (ResNet-50
 with 17 more stage-3 units, test_model.test_resnet101_adds_exactly_17_stage3_units) and
 GluonCV's ResNet-50 and MobileNet v1 layouts (proved against GluonCV's own networks in
-tests/zoo/gluoncv/), about 210 s of the two workers' time in `make test`. Every one of them is still built,
-exported and proved against its graph in `make test`, and all but the ResNet-101 twins are
-run forward and quantized there (:func:`graph_runs`)."""
+tests/zoo/gluoncv/), about 210 s of the two workers' time in `make test`. Every one of them
+is still built, exported and proved against its graph in `make test`, and all but the
+ResNet-101 twins are run forward and quantized there (:func:`graph_runs`)."""
 END_TO_END_RUNS = [name if name in END_TO_END_QUICK else pytest.param(name, marks=pytest.mark.slow)
                    for name in END_TO_END_MODELS]
 """:data:`END_TO_END_MODELS` for the longest end-to-end runs (training an epoch, the ONNX
