@@ -44,6 +44,8 @@ SETTINGS_VARIANTS = {
     # proposal counts), whose end-to-end tests (training, int8, ONNX) therefore cover it
     "faster_rcnn_resnet50_gluoncv_coco": "faster_rcnn_resnet50_gluoncv_voc",
     "ssd_resnet50_v1_gluoncv_coco": "ssd_resnet50_v1_gluoncv_voc",
+    "ssd_mobilenet1.0_gluoncv_coco": "ssd_mobilenet1.0_gluoncv_voc",
+    "ssd_mobilenet0.25_gluoncv_coco": "ssd_mobilenet0.25_gluoncv_voc",
 }
 END_TO_END_MODELS = sorted(set(zoo.list_models()) - set(SETTINGS_VARIANTS))
 """The registered models the end-to-end tests run: all but :data:`SETTINGS_VARIANTS`."""
@@ -53,10 +55,10 @@ END_TO_END_QUICK = {name for name in END_TO_END_MODELS
 """The models `make test` runs end to end: every architecture on MobileNetV2. The others run
 end to end in `make test-slow`: ResNet-50 and InceptionV3, the ResNet-101 twins (ResNet-50
 with 17 more stage-3 units, test_model.test_resnet101_adds_exactly_17_stage3_units) and
-GluonCV's ResNet-50 layouts (proved against GluonCV's own networks in tests/zoo/gluoncv/),
-about 210 s of the two workers' time in `make test`. Every one of them is still built,
-exported and proved against its graph in `make test`, and all but the ResNet-101 twins are
-run forward and quantized there (:func:`graph_runs`)."""
+GluonCV's ResNet-50 and MobileNet v1 layouts (proved against GluonCV's own networks in
+tests/zoo/gluoncv/), about 210 s of the two workers' time in `make test`. Every one of them
+is still built, exported and proved against its graph in `make test`, and all but the
+ResNet-101 twins are run forward and quantized there (:func:`graph_runs`)."""
 END_TO_END_RUNS = [name if name in END_TO_END_QUICK else pytest.param(name, marks=pytest.mark.slow)
                    for name in END_TO_END_MODELS]
 """:data:`END_TO_END_MODELS` for the longest end-to-end runs (training an epoch, the ONNX

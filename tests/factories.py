@@ -7,6 +7,7 @@ import errno
 import hashlib
 import json
 import os
+import re
 import textwrap
 
 import cv2
@@ -15,6 +16,7 @@ import numpy as np
 import yaml
 
 import zoo
+from symbols.backbones.mobilenet import MobileNet
 from zoo import artifact
 
 # The repository's root: tests/ stands in it.
@@ -86,21 +88,35 @@ def residual_gammas(symbol):
     return {nodes[n["inputs"][1][0]]["name"] for n in norms}
 
 
+def plain_stack_gammas(model):
+    """The scale parameters of MobileNet v1's batch norms, each before a ReLU in a stack of 27
+    convolutions without a shortcut: at scale 1 the ReLUs halve the features' variance 27
+    times, leaving detections the same for every image and tied across anchors."""
+    if not isinstance(model.backbone, MobileNet):
+        return set()
+    return {name for name in model.symbol().list_arguments()
+            if re.match(r"^(conv1|block\d+_(dwise|pwise))_bn_gamma$", name)}
+
+
 def unit_variance_params(model, seed, class_scale=4.0, damp_residuals=True):
     """``(arg_params, aux_params)``: random parameters that keep activations near unit
     variance (He-normal weights, batch norms near identity, small random biases), the class
     logits ``class_scale`` times larger so that scores spread over (0, 1), and (with
     ``damp_residuals``) residual branches scaled down so that deep sums stay near unit variance
-    too. The zoo's training initialisation leaves an untrained detector's scores within float
+    too, and (:func:`plain_stack_gammas`) MobileNet v1's ReLU'd batch norms scaled up by
+    sqrt(2). The zoo's training initialisation leaves an untrained detector's scores within float
     rounding of each other, so that any two runtimes or batchings may rank them differently."""
     arg_shapes, aux_shapes = model.param_shapes()
     damped = residual_gammas(model.symbol()) if damp_residuals else set()
+    plain = plain_stack_gammas(model)
     rng = np.random.RandomState(seed)
 
     def draw(name, shape):
         if name.endswith("weight") and len(shape) >= 2:
             spread = class_scale if "_cls" in name else 1.0
             return spread * rng.randn(*shape) * np.sqrt(1.0 / np.prod(shape[1:]))
+        if name in plain:
+            return np.sqrt(2.0) + 0.1 * rng.randn(*shape)
         if name.endswith("gamma"):
             return (0.3 if name in damped else 1.0) + 0.1 * np.abs(rng.randn(*shape))
         if name.endswith("moving_var"):

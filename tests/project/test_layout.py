@@ -56,6 +56,15 @@ def test_the_old_zoo_modeling_path_warns_and_aliases_symbols():
     assert modeling.BACKBONES is importlib.import_module("symbols.backbones").BACKBONES
 
 
+def _assigned(target):
+    """The names an assignment's target binds: ``A`` or each of ``A, B`` (not ``a.b``, ``a[i]``)."""
+    if isinstance(target, ast.Name):
+        return [target.id]
+    if isinstance(target, (ast.Tuple, ast.List)):
+        return [name for element in target.elts for name in _assigned(element)]
+    return []
+
+
 def top_level_names(path):
     """The names a module defines at its top level (functions, classes, assignments, imports)."""
     names = set()
@@ -64,7 +73,7 @@ def top_level_names(path):
             names.add(node.name)
         elif isinstance(node, (ast.Assign, ast.AnnAssign)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            names.update(t.id for t in targets if isinstance(t, ast.Name))
+            names.update(name for target in targets for name in _assigned(target))
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             names.update((a.asname or a.name).split(".")[0] for a in node.names)
     return names

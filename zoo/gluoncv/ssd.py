@@ -2,11 +2,14 @@
 v1 (``ssd_512_mobilenet1.0_*``, ``ssd_300_mobilenet0.25_*``) as zoo models.
 
 GluonCV builds the backbone and the extra blocks as one symbol (its ``FeatureExpander``), so
-their parameters are named by the symbol's layers (``features.resnetv10_stage2_conv4_weight``, ``features.mobilenet0_conv3_weight``,
-``features.expand_trans_conv0_weight``); the heads by block path
-(``class_predictors.0.predictor.weight``). Its anchors are stored too
+their parameters are named by the symbol's layers (``features.resnetv10_stage2_conv4_weight``,
+``features.mobilenet0_conv3_weight``, ``features.expand_trans_conv0_weight``); the heads by
+block path (``class_predictors.0.predictor.weight``). Its anchors are stored too
 (``anchor_generators.0.anchors``): the map reads them to check that they are the zoo model's,
 so a file trained with other anchors is refused rather than decoded wrongly.
+
+:func:`overrides_for` reads the config fields of any SSD GluonCV's ``get_ssd`` builds on these
+backbones off the network, so that one of another size or other anchors imports as well.
 """
 import mxnet as mx
 import numpy as np

@@ -146,7 +146,10 @@ def output_prefix(options):
 def _source_name(options):
     """A file name for the export: the artifact's, or the network's (a config's stem)."""
     source = options.checkpoint or options.network
-    return os.path.splitext(os.path.basename(os.path.normpath(source)))[0] or "model"
+    name = os.path.basename(os.path.normpath(source))
+    stem, extension = os.path.splitext(name)
+    # a file's extension (.yaml, .params), not a dotted model name's (ssd_mobilenet1.0_...)
+    return (stem if extension[1:].isalpha() else name) or "model"
 
 
 def _written(prefix, format):

@@ -10,6 +10,8 @@ ours resizes as the artifact's preprocessing says (``interpolation: auto``), and
 pipelines are. The unit tests use a GluonCV SSD of the same blocks at 128 pixels; the slow
 ones the registered names at 512.
 """
+import types
+
 import mxnet as mx
 import numpy as np
 import pytest
@@ -111,10 +113,13 @@ def resized_images(side):
     return [gluon_image.imresize(image, side, side, interp=9) for image in random_images()]
 
 
-def compare(detector, net, side, images):
+def compare(detector, net, side, images, tie=0.0):
     """``(max score difference, max box difference in the images' pixels)`` over ``images``
     (uint8 NDArrays), ours given them as they are and GluonCV's after its SSD resize, after
-    checking that both give the same classes in the same order."""
+    checking that both give the same classes in the same order: with ``tie``, two detections
+    whose scores are within it may come in either order, and one within it of GluonCV's last
+    may be in one list only (a network that amplifies MKL-DNN's rounding, as MobileNet v1's
+    plain stack does, may swap them)."""
     worst_score, worst_box = 0.0, 0.0
     for index, image in enumerate(images):
         labels, scores, boxes = gluon_detections(net, image, side)
@@ -128,8 +133,19 @@ def compare(detector, net, side, images):
         labels, scores = reported[:, 0], reported[:, 1]
         boxes = reported[:, 2:] * np.array([width, height, width, height])
         ours = detector(image.asnumpy(), score_threshold=0.0, max_detections=len(labels))
-        np.testing.assert_array_equal(ours.labels, labels, err_msg="image %d" % index)
-        worst_score = max(worst_score, float(np.abs(ours.scores - scores).max()))
+        if tie:
+            # those tied with GluonCV's last one may be in either list
+            kept = ours.scores > scores[-1] + tie
+            ours = types.SimpleNamespace(labels=ours.labels[kept], scores=ours.scores[kept],
+                                         boxes=ours.boxes[kept])
+            unmatched = [rank for rank, (label, score) in enumerate(zip(ours.labels, ours.scores))
+                         if label not in labels[np.abs(scores - score) <= tie]]
+            assert not unmatched, "image %d: our ranks %s have no class of GluonCV's within %g" \
+                % (index, unmatched, tie)
+        else:
+            np.testing.assert_array_equal(ours.labels, labels, err_msg="image %d" % index)
+        worst_score = max(worst_score,
+                          float(np.abs(ours.scores - scores[:len(ours.scores)]).max()))
         worst_box = max(worst_box, tied_box_difference(ours, labels, scores, boxes))
     return worst_score, worst_box
 

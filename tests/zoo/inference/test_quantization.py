@@ -23,7 +23,9 @@ SMALL_RCNN = dict(data_shape=160, max_size=192, rpn_pre_nms_top_n_test=200,
 SMALL_SSD_SHAPES = {"ssd_resnet50": 300, "ssd_resnet101": 300, "ssd_inceptionv3": 300,
                     "ssd_mobilenetv2": 192, "ssd_mobilenetv2_stride8": 192,
                     # GluonCV's anchors are written out for its one input size
-                    "ssd_resnet50_v1_gluoncv_voc": 512, "ssd_resnet50_v1_gluoncv_coco": 512}
+                    "ssd_resnet50_v1_gluoncv_voc": 512, "ssd_resnet50_v1_gluoncv_coco": 512,
+                    "ssd_mobilenet1.0_gluoncv_voc": 512, "ssd_mobilenet1.0_gluoncv_coco": 512,
+                    "ssd_mobilenet0.25_gluoncv_voc": 300, "ssd_mobilenet0.25_gluoncv_coco": 300}
 
 
 def small_model(name):

@@ -152,7 +152,7 @@ def test_list_violations(kind, value, config, fault):
     ({"nms_threshold": -5}, "nms_threshold", "a number in (0, 1]"),                  # range
     ({"variances": [0.1]}, "variances", "a list of 4 entries"),                      # length
     ({"sizes": [[0.1]] * 4}, "sizes", "5 entries, one per from_layers entry"),       # per map
-    ({"backbone": "vgg16"}, "backbone", "one of inceptionv3, mobilenetv2"),          # choice
+    ({"backbone": "vgg16"}, "backbone", "one of inceptionv3, mobilenet0.25"),         # choice
     ({"arch": "yolo"}, "arch", "one of faster_rcnn, faster_rcnn_fpn, ssd"),   # choice
 ])
 def test_each_kind_of_violation_stops_a_model_before_its_graph(overrides, field, expected,
