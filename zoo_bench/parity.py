@@ -42,24 +42,26 @@ __all__ = ["ParityResult", "SSD_NETWORK", "benchmark_parity", "ssd_network", "ve
 LOG = logging.getLogger("zoo.benchmark_parity")
 
 SSD_NETWORK = dict(
-    # GluonCV's ssd_300_mobilenet0.25_voc: MobileNet v1 at width 0.25 tapped at relu22 and
-    # relu26 (strides 16 and 32), four extra blocks of 256, 256, 128 and 128 channels; the
-    # anchor sizes of its ssd_512 presets, as fractions of the input side, and steps that
-    # equal each map's stride at the input side chosen (the published 300-pixel steps
-    # 8, 16, ... place a stride-16 map's anchors on half the image).
-    base="mobilenet0.25", features=["relu22_fwd", "relu26_fwd"], filters=[256, 256, 128, 128],
-    size_fractions=[0.1, 0.2, 0.369921875, 0.53984375, 0.71, 0.880078125, 0.9609375],
-    ratios=[[1, 2, 0.5]] + [[1, 2, 0.5, 3, 1.0 / 3]] * 3 + [[1, 2, 0.5]] * 2)
-SSD_IMPORTER = "ssd_300_mobilenet0.25_voc"
-"""The importer whose config the network above is an override of."""
+    # make demo's network as GluonCV builds an SSD (get_ssd on its mobilenetv2_1.0): the
+    # stride-8 expansion of block 7 tapped, four extra blocks of 256, 256, 256 and 128
+    # channels in GluonCV's style, the anchor sizes of GluonCV's ssd_512 presets as fractions
+    # of the input side, a step per map equal to its stride. GluonCV's published light SSDs
+    # (MobileNet v1 at 1.0 and 0.25, importable too) stay near mAP 0 for their first epochs
+    # from scratch: BENCHMARKS.md, "Parity with GluonCV's training".
+    base="mobilenetv2_1.0", features=["features_linearbottleneck6_relu60_relu6"],
+    tap_stride=8, filters=[256, 256, 256, 128],
+    size_fractions=[0.1, 0.2, 0.37, 0.54, 0.71, 0.88],
+    ratios=[[1, 2, 0.5]] + [[1, 2, 0.5, 3, 1.0 / 3]] * 2 + [[1, 2, 0.5]] * 2)
+SSD_CONFIG = "ssd_mobilenetv2_stride8_gluoncv"
+"""The zoo's config of that network (its import's overrides set the input side's anchors)."""
 THREADED_ENGINE = "ThreadedEnginePerDevice"
 
 
-def map_sizes(side, maps=6):
-    """The feature maps' sides of :data:`SSD_NETWORK` at input ``side``: stride 16 and 32,
-    then each extra block halves (rounding up, its 3x3 convolution pads by 1)."""
-    sides = [-(-side // 16)]
-    for _ in range(maps - 1):
+def map_sizes(side):
+    """The feature maps' sides of :data:`SSD_NETWORK` at input ``side``: the tap's, then
+    one per extra block, each halving (rounding up: its 3x3 convolution pads by 1)."""
+    sides = [-(-side // SSD_NETWORK["tap_stride"])]
+    for _ in SSD_NETWORK["filters"]:
         sides.append(-(-sides[-1] // 2))
     return sides
 
@@ -154,10 +156,12 @@ def import_gluon(net, side, prefix, source, **fields):
     """GluonCV's SSD ``net`` (of :func:`ssd_network` at ``side``) as the zoo artifact
     ``prefix``, epoch 0, its config's ``fields`` changed; its arrays checked one for one by
     the import."""
-    from zoo.gluoncv import IMPORTERS
+    from zoo.gluoncv import Importer, mapping
     from zoo.gluoncv.common import import_net
     from zoo.gluoncv.ssd import overrides_for
-    import_net(IMPORTERS[SSD_IMPORTER], net, prefix, source,
+    importer = Importer("get_ssd(mobilenetv2_1.0)", SSD_CONFIG, "voc",
+                        mapping("ssd", "map_ssd_mobilenetv2"))
+    import_net(importer, net, prefix, source,
                **dict(overrides_for(net, side), **fields))
     return prefix
 

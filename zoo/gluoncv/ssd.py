@@ -16,21 +16,30 @@ import numpy as np
 
 from zoo.architectures import ssd as ssd_config
 from symbols import ssd as ssd_symbols
-from symbols.backbones import mobilenet
+from symbols.backbones import mobilenet, mobilenetv2
 from zoo.pretrained.maps import GLUON_BN_PARAMS
 from zoo.gluoncv.common import GluonCVImportError
 
-__all__ = ["GLUONCV_TAPS", "map_ssd_mobilenet", "map_ssd_resnet_v1", "overrides_for"]
+__all__ = ["GLUONCV_TAPS", "map_ssd_mobilenet", "map_ssd_mobilenetv2", "map_ssd_resnet_v1",
+           "overrides_for"]
 
 BACKBONE = "features.resnetv10_"
 """The prefix of GluonCV's ResNet v1 names inside its SSDs (a fresh process's block name)."""
 MOBILENET = "features.mobilenet0_"
 """The prefix of GluonCV's MobileNet v1 names inside its SSDs (both widths)."""
 
+MOBILENETV2 = "features.mobilenetv20_features_"
+"""The prefix of GluonCV's MobileNetV2 (``mobilenetv2_1.0``) names inside an SSD."""
+
 GLUONCV_TAPS = {"stage3_activation5": "res4", "stage4_activation2": "res5",
-                "relu22_fwd": "c4", "relu26_fwd": "c5"}
+                "relu22_fwd": "c4", "relu26_fwd": "c5",
+                "features_linearbottleneck3_relu60_relu6": "c2",
+                "features_linearbottleneck6_relu60_relu6": "c3",
+                "features_linearbottleneck13_relu60_relu6": "c4",
+                "features_relu61_relu6": "c5"}
 """GluonCV's names of the backbone layers its SSDs tap (``get_ssd``'s ``features``) to our
-stages: ResNet-50 v1's and MobileNet v1's."""
+stages: ResNet-50 v1's, MobileNet v1's and MobileNetV2's (each stage the expansion of the next
+stage's first block, as :mod:`symbols.backbones.mobilenetv2` ends them)."""
 
 ANCHOR_TOLERANCE = 1e-3
 """Pixels by which GluonCV's stored anchors may differ from ours (float32 rounding)."""
@@ -87,9 +96,31 @@ def _mobilenet(mapped, gluon):
                      "%sbatchnorm%d" % (MOBILENET, index))
 
 
-def _extras(mapped, gluon, count):
+def _mobilenetv2(mapped, gluon):
+    """GluonCV's MobileNetV2 inside its SSD: the stem ``conv0``, block ``i`` as
+    ``linearbottleneck{i-1}`` numbering its expansion (absent where the block does not
+    expand), depthwise and projection ``conv``/``batchnorm`` 0, 1, 2, and the last 1x1
+    ``conv1``. An SSD keeps the layers up to its deepest tap: only those GluonCV's network
+    holds are mapped (the import checks that every array of ours is filled)."""
+    _conv_bn(mapped, gluon, "conv1", MOBILENETV2 + "conv0", MOBILENETV2 + "batchnorm0")
+    for block in range(1, len(mobilenetv2.BLOCKS)):
+        layers = (["dwise", "project"] if mobilenetv2.BLOCKS[block][2] == 1
+                  else ["expand", "dwise", "project"])
+        theirs = "%slinearbottleneck%d_" % (MOBILENETV2, block - 1)
+        for index, layer in enumerate(layers):
+            if "%sconv%d_weight" % (theirs, index) in gluon:
+                _conv_bn(mapped, gluon, "block%d_%s" % (block, layer),
+                         "%sconv%d" % (theirs, index), "%sbatchnorm%d" % (theirs, index))
+    if MOBILENETV2 + "conv1_weight" in gluon:
+        _conv_bn(mapped, gluon, "conv_last", MOBILENETV2 + "conv1", MOBILENETV2 + "batchnorm1")
+
+
+def _extras(mapped, gluon, count, first=None):
+    """GluonCV's extra blocks, numbered from 0, onto ours, numbered by their map (``first``,
+    the number of backbone taps: :data:`FIRST_EXTRA_MAP` for ResNet's and MobileNet v1's)."""
+    first = FIRST_EXTRA_MAP if first is None else first
     for extra in range(count):
-        ours = "extra%d" % (extra + FIRST_EXTRA_MAP)
+        ours = "extra%d" % (extra + first)
         _conv_bn(mapped, gluon, ours + "_conv1", "features.expand_trans_conv%d" % extra,
                  "features.expand_trans_bn%d" % extra, bn_params=SYMBOL_BN_PARAMS)
         _conv_bn(mapped, gluon, ours + "_conv2", "features.expand_conv%d" % extra,
@@ -162,6 +193,20 @@ def map_ssd_mobilenet(gluon, model):
     mapped = {}
     _mobilenet(mapped, gluon)
     _extras(mapped, gluon, sum(1 for layer in spec["from_layers"] if not layer))
+    _heads(mapped, gluon, len(spec["from_layers"]))
+    _check_anchors(gluon, model, spec["name"])
+    return mapped
+
+
+def map_ssd_mobilenetv2(gluon, model):
+    """Our arrays of ``model`` (``ssd_mobilenetv2_stride8_gluoncv`` and its overrides) from a
+    GluonCV SSD that ``get_ssd`` built on ``mobilenetv2_1.0`` (GluonCV publishes none), its
+    anchors checked against ours."""
+    spec = model.spec
+    mapped = {}
+    _mobilenetv2(mapped, gluon)
+    _extras(mapped, gluon, sum(1 for layer in spec["from_layers"] if not layer),
+            first=sum(1 for layer in spec["from_layers"] if layer))
     _heads(mapped, gluon, len(spec["from_layers"]))
     _check_anchors(gluon, model, spec["name"])
     return mapped
