@@ -263,6 +263,13 @@ def test_readme_model_table_is_the_registry():
             assert figure in results, (name, figure)
 
 
+def test_readme_shows_detections_before_install():
+    """A picture of detections near the top: a file of the checkout, before Install."""
+    top = readme().split("\n## Install\n", 1)[0]
+    pictures = re.findall(r"!\[[^]]*\]\(([^)]+\.png)\)", top)
+    assert pictures and os.path.isfile(os.path.join(ROOT, pictures[0]))
+
+
 FROM_CODE_CHECKS = """
 assert set(arg_params) == set(model.param_shapes()[0])
 outputs = graph.infer_shape(**model.input_shapes())[1]
