@@ -21,6 +21,20 @@ def test_make_install_sets_up_and_runs_nothing():
     assert "quickstart" not in commands and "pytest" not in commands
 
 
+def test_make_help_lists_each_target_in_one_line_and_runs_nothing():
+    makefile = open(os.path.join(ROOT, "Makefile")).read()
+    targets = re.search(r"^\.PHONY: (.*)$", makefile, re.M).group(1).split()
+    commands = subprocess.run(["make", "-n", "help"], cwd=ROOT, capture_output=True,
+                              text=True, check=True).stdout
+    assert "pip" not in commands and "pytest" not in commands and "venv" not in commands
+    done = subprocess.run(["make", "help"], cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert sorted(line.split()[1] for line in lines) == sorted(targets)
+    assert all(line.startswith("make ") and len(line.split()) > 2 for line in lines)
+    assert {"demo", "test"} <= set(targets)
+
+
 def test_readme_installs_the_checkout_not_an_index_package():
     readme = open(os.path.join(ROOT, "README.md")).read()
     package = re.search(r"name = (\S+)", open(os.path.join(ROOT, "setup.cfg")).read()).group(1)

@@ -1,7 +1,9 @@
-"""The README's examples run as written: "Three uses" (from code, with the tools/ scripts,
-the config check in CI) and "Use a trained detector"."""
-import contextlib
-import io
+"""The README's examples run as written, the way the page says to run them: its shell blocks
+by bash in a stand-in of the checkout's folder after the Install block's activation of
+``.venv`` (``python`` and ``zoo`` there are this interpreter and its command line, on this
+checkout), its Python ones as ``python FILE`` (the "Three uses" one from another folder); the
+set-up the page says they need first (``make demo``) comes before them; the model table is the
+registry's."""
 import os
 import re
 import stat
@@ -14,11 +16,23 @@ import yaml
 
 import zoo
 from zoo import artifact
+from zoo.data import embedded
+from zoo.jobs.quickstart import trained_prefix
 
 from factories import ROOT
 SECTION = "## Use a trained detector"
-PREFIX = os.path.join("output", "train", "ssd_mobilenetv2_stride8")
-IMAGE = os.path.join("output", "shapes", "JPEGImages", "001500.jpg")
+
+
+def demo_output_dir():
+    """The folder ``make demo`` writes, from the Makefile's ``demo`` recipe."""
+    with open(os.path.join(ROOT, "Makefile"), encoding="utf-8") as handle:
+        found = re.search(r"^demo:.*\n\t.* quickstart --output-dir (\S+)$", handle.read(), re.M)
+    assert found, "the Makefile's demo target runs no zoo quickstart --output-dir"
+    return found.group(1)
+
+
+PREFIX = trained_prefix(demo_output_dir())
+IMAGE = os.path.join(embedded.default_root(demo_output_dir()), "JPEGImages", "001500.jpg")
 CLASSES = ["circle", "square", "triangle", "star"]
 
 
@@ -50,20 +64,26 @@ def write_demo_files():
     assert cv2.imwrite(IMAGE, image)
 
 
-def test_use_a_trained_detector_example_runs(tmp_path, monkeypatch):
+def test_use_a_trained_detector_example_runs(tmp_path):
+    """The block runs as the page says: after ``make demo`` (its artifact and image), as
+    ``python FILE`` in the checkout's folder, which the page names as where it runs."""
     code = section_code(SECTION)
     assert 'zoo.open_detector("%s")' % PREFIX in code and IMAGE in code
-    monkeypatch.chdir(tmp_path)
-    write_demo_files()
-    namespace = {}
-    printed = io.StringIO()
-    with contextlib.redirect_stdout(printed):
-        exec(compile(code, "README.md: " + SECTION, "exec"), namespace)
-    found = namespace["found"]
-    assert isinstance(found, zoo.Detections) and len(found) > 0
-    lines = printed.getvalue().splitlines()
-    assert len(lines) == len(found) and lines[0].startswith(found.names[0] + " ")
-    assert (tmp_path / "output" / "detections.png").stat().st_size > 0
+    section = readme().split(SECTION + "\n", 1)[1].split("\n## ", 1)[0]
+    assert "After `make demo`, in the checkout's folder" in section
+    work = shell_folder(tmp_path)
+    old = os.getcwd()
+    os.chdir(str(work))
+    try:
+        write_demo_files()
+    finally:
+        os.chdir(old)
+    (tmp_path / "example.py").write_text(code)
+    done = run_shell("python %s" % (tmp_path / "example.py"), tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = done.stdout.splitlines()
+    assert lines and all(line.split()[0] in CLASSES for line in lines), done.stdout
+    assert (work / "output" / "detections.png").stat().st_size > 0
 
 
 def test_readme_config_tables_match_the_schemas():
@@ -126,47 +146,151 @@ USES_SMALL = {"--data-shape 256": "--data-shape 128", "--batch-size 16": "--batc
 """What the tools/ block's test changes, and nothing else: the sizes, small."""
 
 
-def marked_block(name):
-    """The code block right after the README's ``<!-- three-uses: NAME -->`` marker:
-    ``(language, code)``."""
-    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as handle:
-        text = handle.read()
-    assert USES % name in text, "README.md has no %r marker" % (USES % name)
-    found = re.match(r"\n```(\w+)\n(.*?)```", text.split(USES % name, 1)[1], re.S)
-    assert found, "no code block right after %r" % (USES % name)
+def marked_block(name, marker=USES):
+    """The code block right after the README's ``<!-- three-uses: NAME -->`` marker (or
+    ``marker``'s): ``(language, code)``."""
+    text = readme()
+    assert marker % name in text, "README.md has no %r marker" % (marker % name)
+    found = re.match(r"\n```(\w+)\n(.*?)```", text.split(marker % name, 1)[1], re.S)
+    assert found, "no code block right after %r" % (marker % name)
     return found.group(1), found.group(2)
 
 
-def run_shell(code, tmp_path):
-    """``code`` run by bash (``set -e``) in ``tmp_path/work`` as a user's shell runs it, where
-    ``python`` is this interpreter and ``zoo`` its command line, on this checkout."""
-    shims, work = tmp_path / "bin", tmp_path / "work"
-    shims.mkdir(exist_ok=True)
-    work.mkdir(exist_ok=True)
+def readme():
+    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as handle:
+        return handle.read()
+
+
+def activation():
+    """The Install block's line that activates ``.venv``, which every later shell block of
+    the page runs after."""
+    language, code = marked_block("install", "<!-- %s -->")
+    assert language == "sh"
+    lines = [line.split("#")[0].strip() for line in code.splitlines()]
+    sourced = [line for line in lines if line in ("source .venv/bin/activate",
+                                                  ". .venv/bin/activate")]
+    assert sourced, "the Install block activates no .venv: python and zoo are not its"
+    assert lines.index(sourced[0]) > lines.index("make install")
+    return sourced[0]
+
+
+def shell_folder(tmp_path):
+    """``tmp_path/work``, standing in for the checkout's folder after ``make install``: its
+    ``tools/``, Makefile and packaging files, and a ``.venv`` whose ``python`` and ``zoo``
+    are this interpreter and its command line on this checkout."""
+    work = tmp_path / "work"
+    venv = work / ".venv" / "bin"
+    if venv.exists():
+        return work
+    venv.mkdir(parents=True)
+    for name in ("tools", "Makefile", "setup.cfg", "pyproject.toml"):
+        os.symlink(os.path.join(ROOT, name), str(work / name))
+    path = os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")]))
     for name, command in (("python", [sys.executable]), ("zoo", [sys.executable, "-m", "zoo"])):
-        shim = shims / name
-        shim.write_text("#!/bin/sh\nexec %s \"$@\"\n" % " ".join(command))
+        shim = venv / name
+        shim.write_text("#!/bin/sh\nPYTHONPATH=%s exec %s \"$@\"\n" % (path, " ".join(command)))
         shim.chmod(shim.stat().st_mode | stat.S_IXUSR)
-    env = dict(os.environ, PATH="%s:%s" % (shims, os.environ["PATH"]),
-               PYTHONPATH=os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")])))
-    return subprocess.run(["bash", "-e", "-c", code], cwd=str(work), env=env,
+    (venv / "activate").write_text('PATH="%s:$PATH"; export PATH\n' % venv)
+    return work
+
+
+def run_shell(code, tmp_path, cwd=None):
+    """``code`` run by bash (``set -e``) as the page says: in the checkout's folder
+    (:func:`shell_folder`, or ``cwd``), after the Install block's activation of ``.venv``.
+    Neither ``python`` nor ``zoo`` of this environment is on PATH otherwise."""
+    work = shell_folder(tmp_path)
+    setup = "cd %s\n%s\ncd %s\n" % (work, activation(), cwd or work)
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    env["PATH"] = os.pathsep.join(
+        folder for folder in env["PATH"].split(os.pathsep)
+        if not os.path.exists(os.path.join(folder, "zoo"))
+        and os.path.realpath(os.path.join(folder, "python")) != os.path.realpath(sys.executable))
+    return subprocess.run(["bash", "-e", "-c", setup + code], cwd=str(work), env=env,
                           capture_output=True, text=True, timeout=600)
 
 
-def test_three_uses_from_code_prints_what_the_readme_says():
-    """The Python of "Three uses" runs, and each ``print(...)  # TEXT`` prints TEXT."""
+def test_install_block_runs_as_written(tmp_path):
+    """make install (dry-run here: -n), the activation, zoo --help."""
+    language, code = marked_block("install", "<!-- %s -->")
+    assert "make install" in code
+    done = run_shell(code.replace("make install", "make -n install"), tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "usage: zoo [-h] [--version] COMMAND" in done.stdout
+
+
+def blocks_in_order():
+    """``(offset, language, code)`` of every fenced block of the README, in page order."""
+    return [(found.start(), found.group(1), found.group(2))
+            for found in re.finditer(r"^```(\w*)\n(.*?)^```", readme(), re.S | re.M)]
+
+
+def test_blocks_that_read_make_demos_output_come_after_it():
+    """A reader meets ``make demo`` (Quick start) before any block that reads what it
+    writes, and the contents list the sections in page order."""
+    text = readme()
+    written = demo_output_dir() + "/"
+    blocks = blocks_in_order()
+    demo = [offset for offset, language, code in blocks
+            if language == "sh" and re.search(r"^make demo\b", code, re.M)]
+    assert demo, "no block runs make demo"
+    readers = [(offset, code) for offset, language, code in blocks
+               if written in code and offset != demo[0]]
+    assert readers
+    for offset, code in readers:
+        assert offset > demo[0], "a block reading %s comes before make demo: %s" % (
+            written, code.splitlines()[0])
+    sections = re.findall(r"^## (.+)$", text, re.M)
+    contents = re.findall(r"\[([^]]+)\]\(#[^)]+\)", text.split("**Contents:**", 1)[1]
+                          .split("\n\n", 1)[0])
+    assert contents == sections
+
+
+def test_readme_model_table_is_the_registry():
+    """The table near the top: each registered model's architecture, backbone, default
+    input and parameters as built; every speed figure one of BENCHMARKS.md's results."""
+    table = readme().split("<!-- models:", 1)[1].split("\n\n", 1)[0]
+    rows = [[cell.strip() for cell in line.strip("|").split("|")]
+            for line in table.splitlines()[3:]]
+    assert [row[0] for row in rows] == ["`%s`" % name for name in zoo.list_models()]
+    with open(os.path.join(ROOT, "BENCHMARKS.md"), encoding="utf-8") as handle:
+        results = handle.read().split("## Results at a glance", 1)[1].split("\n## ", 1)[0]
+    for name, arch, backbone, side, params, speed in rows:
+        model = zoo.get_model(name.strip("`"))
+        assert (arch, backbone) == (model.config["arch"], model.config["backbone"]), name
+        assert side == "x".join(str(n) for n in model.input_shapes()["data"][2:]), name
+        assert params == "{:,}".format(model.num_params()), name
+        for figure in re.findall(r"\d+\.\d+ (?:img/s|s)\b", speed):
+            assert figure in results, (name, figure)
+
+
+def test_readme_shows_detections_before_install():
+    """A picture of detections near the top: a file of the checkout, before Install."""
+    top = readme().split("\n## Install\n", 1)[0]
+    pictures = re.findall(r"!\[[^]]*\]\(([^)]+\.png)\)", top)
+    assert pictures and os.path.isfile(os.path.join(ROOT, pictures[0]))
+
+
+FROM_CODE_CHECKS = """
+assert set(arg_params) == set(model.param_shapes()[0])
+outputs = graph.infer_shape(**model.input_shapes())[1]
+assert len(outputs) == 1 and outputs[0][0] == 1 and outputs[0][2] == 6
+"""
+"""Appended to the "from code" block: what it made is what it says."""
+
+
+def test_three_uses_from_code_prints_what_the_readme_says(tmp_path):
+    """The Python of "Three uses" runs as ``python FILE`` from a folder other than the
+    checkout's, and each ``print(...)  # TEXT`` prints TEXT."""
     language, code = marked_block("python")
     assert language == "python" and 'zoo.get_model("ssd_resnet101")' in code
     said = re.findall(r"^print\(.*\)  # (.*)$", code, re.M)
     assert said, "the block shows no printed line"
-    namespace, printed = {}, io.StringIO()
-    with contextlib.redirect_stdout(printed):
-        exec(compile(code, "README.md: three uses", "exec"), namespace)
-    assert printed.getvalue().splitlines() == said
-    model = namespace["model"]
-    assert set(namespace["arg_params"]) == set(model.param_shapes()[0])
-    outputs = namespace["graph"].infer_shape(**model.input_shapes())[1]
-    assert len(outputs) == 1 and outputs[0][0] == 1 and outputs[0][2] == 6
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "example.py").write_text(code + FROM_CODE_CHECKS)
+    done = run_shell("python example.py", tmp_path, cwd=elsewhere)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.splitlines() == said
 
 
 def test_three_uses_tools_scripts_train_and_evaluate(shapes, tmp_path):
@@ -177,9 +301,9 @@ def test_three_uses_tools_scripts_train_and_evaluate(shapes, tmp_path):
     for large, small in USES_SMALL.items():
         assert large in code, "the tools/ block lost %r: update USES_SMALL" % large
         code = code.replace(large, small)
-    (tmp_path / "work" / "output").mkdir(parents=True)
-    os.symlink(shapes, str(tmp_path / "work" / "output" / "shapes"))
-    os.symlink(os.path.join(ROOT, "tools"), str(tmp_path / "work" / "tools"))
+    work = shell_folder(tmp_path)
+    (work / "output").mkdir()
+    os.symlink(shapes, str(work / "output" / "shapes"))
     done = run_shell(code, tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     prefix = str(tmp_path / "work" / "output" / "tools" / "ssd_mobilenetv2_stride8")
@@ -196,8 +320,8 @@ def test_three_uses_config_check_in_ci(tmp_path):
     config holds, 1 with a FAIL line once one of the user's configs taps the wrong layer."""
     language, code = marked_block("check")
     assert language == "sh"
-    configs = tmp_path / "work" / "my_configs"
-    configs.mkdir(parents=True)
+    configs = shell_folder(tmp_path) / "my_configs"
+    configs.mkdir()
     (configs / "my_ssd.yaml").write_text(MY_SSD)
     lines = [line for line in code.splitlines() if line.strip()]
     assert lines

@@ -126,7 +126,8 @@ def build_parser(command=None):
     """The parser of every command; only ``command``'s flags are declared (importing one
     command's module only)."""
     from zoo.version import __version__
-    parser = Parser(prog="zoo", description=__doc__.splitlines()[0], epilog=SETTINGS)
+    parser = Parser(prog="zoo", description=help_text(__doc__.splitlines()[0]),
+                    epilog=SETTINGS)
     parser.add_argument("--version", action="version", version="zoo %s" % __version__)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, (_, summary) in COMMANDS.items():

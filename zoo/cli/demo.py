@@ -2,7 +2,7 @@
 artifact's, or a deployed .onnx or .xml file's.
 
 Example:
-    zoo demo --checkpoint output/train/ssd_mobilenetv2 \\
+    zoo demo --checkpoint output/train/ssd_mobilenetv2_stride8 \\
         --image output/shapes/JPEGImages/001500.jpg --output output/demo.png
 """
 from zoo.jobs.demo import DemoOptions, demo

@@ -14,7 +14,7 @@ and the line it ends with gives the command that continues the run: the same one
 --resume, which skips the images recorded in results.jsonl and refuses other settings.
 
 Examples:
-    zoo detect --checkpoint output/train/ssd_mobilenetv2 photos/ --output output/detect
+    zoo detect --checkpoint output/train/ssd_mobilenetv2_stride8 photos/ --output output/detect
     zoo detect --checkpoint model.onnx 'photos/**/*.jpg' --recursive --crops --classes bird
     zoo detect --checkpoint out/ssd-int8.xml photos/ --no-pictures
     zoo detect --checkpoint output/int8/ssd --list todo.txt clip.mp4 --every 10 --txt

@@ -2,7 +2,7 @@
 PREFIX.xml on OpenVINO), on every image of a dataset split.
 
 Examples:
-    zoo eval --checkpoint output/train/ssd_mobilenetv2 --dataset voc \\
+    zoo eval --checkpoint output/train/ssd_mobilenetv2_stride8 --dataset voc \\
         --data-root output/shapes --split val
     zoo eval --checkpoint out/ssd-int8.xml --dataset voc --data-root output/shapes --split val
 """

@@ -4,7 +4,7 @@ unfused graph for GPUs), an ONNX file that runs on ONNX Runtime without MXNet, o
 OpenVINO model (PREFIX.xml and .bin), fp32 or int8 calibrated on your images.
 
 Examples:
-    zoo export --checkpoint output/train/ssd_mobilenetv2 --no-fuse --output out/gpu/ssd
+    zoo export --checkpoint output/train/ssd_mobilenetv2_stride8 --no-fuse --output out/gpu/ssd
     zoo export --network ssd_resnet50 --data-shape 512 --output out/ssd_resnet50
     zoo export --checkpoint output/train/ssd_mobilenetv2_stride8 --format onnx \\
         --output out/ssd --verify output/shapes/JPEGImages/000000.jpg

@@ -18,7 +18,7 @@ from zoo.jobs.recipes import SSD
 from zoo.runfiles import log_path
 
 __all__ = ["EPOCHS", "NETWORK", "QuickstartOptions", "python_line", "quickstart",
-           "train_options"]
+           "train_options", "trained_prefix"]
 
 NETWORK = SSD.train.network
 EPOCHS = SSD.train.epochs
@@ -57,6 +57,12 @@ class QuickstartResult:
     onnx_python_line: str                # one shell line using it on ONNX Runtime
 
 
+def trained_prefix(output_dir=QuickstartOptions.output_dir):
+    """The artifact prefix of the detector the job trains under ``output_dir`` (by default
+    ``make demo``'s): the prefix the README and the commands' --help examples name."""
+    return os.path.join(output_dir, "train", NETWORK)
+
+
 def train_options(root, train_dir, epochs, progress, seed=0):
     """make demo's training: the ``ssd`` recipe of :mod:`zoo.jobs.recipes`."""
     return SSD.options(root, train_dir, seed, progress, epochs=epochs,
@@ -67,10 +73,11 @@ def quickstart(options):
     """Run the job; overwrites the previous quickstart run in ``output_dir``."""
     from zoo.jobs.train import train  # the training stack loads MXNet; the options do without
     root = embedded.generate(embedded.default_root(options.output_dir))
-    train_dir = os.path.join(options.output_dir, "train")
+    train_dir = os.path.dirname(trained_prefix(options.output_dir))
     trained = train(train_options(root, train_dir, options.epochs, options.progress,
                                   options.seed))
     prefix = trained.prefix
+    assert prefix == trained_prefix(options.output_dir), prefix
     results = evaluate(EvalOptions(checkpoint=prefix, data_root=root, split="val",
                                    output=prefix + "-eval-val.json",  # this run's, anew
                                    progress=options.progress))

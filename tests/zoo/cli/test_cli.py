@@ -19,7 +19,7 @@ from zoo import artifact
 from zoo.cli import COMMANDS, build_parser, command_module, main
 from zoo.data import embedded
 from zoo.architectures import ssd
-from zoo.jobs.quickstart import python_line
+from zoo.jobs.quickstart import python_line, trained_prefix
 
 from factories import ROOT
 ENV = dict(os.environ, PYTHONPATH=ROOT, OMP_NUM_THREADS="1")
@@ -64,6 +64,35 @@ def test_every_commands_help_lists_its_flags(name, capsys):
     assert "--help" in flags
     for flag in flags:
         assert flag in text, flag
+
+
+def help_of(argv, capsys):
+    """What ``zoo ARGV --help`` prints."""
+    with pytest.raises(SystemExit) as exit_:
+        main(argv + ["--help"])
+    assert exit_.value.code == 0
+    return capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv", [[]] + [[name] for name in sorted(COMMANDS)],
+                         ids=lambda argv: " ".join(["zoo"] + argv))
+def test_no_help_shows_rst_markup(argv, capsys):
+    """--help is plain text: no reStructuredText literal (``zoo``) or role (:mod:`x`)."""
+    text = help_of(argv, capsys)
+    assert "``" not in text and not re.search(r":(?:mod|class|func|meth|attr|data):`", text)
+
+
+def test_helps_name_the_prefix_make_demo_writes(capsys):
+    """zoo detect's first example, and those of demo, eval and export, open the artifact
+    ``make demo`` writes (the Makefile's quickstart --output-dir), not another name."""
+    with open(os.path.join(ROOT, "Makefile"), encoding="utf-8") as handle:
+        output_dir = re.search(r"quickstart --output-dir (\S+)", handle.read()).group(1)
+    prefix = trained_prefix(output_dir)
+    examples = help_of(["detect"], capsys).split("Examples:\n", 1)[1].splitlines()
+    assert examples[0].split()[:4] == ["zoo", "detect", "--checkpoint", prefix]
+    for name in ("demo", "eval", "export"):
+        named = re.findall(r"--checkpoint (output/train/\S+)", help_of([name], capsys))
+        assert named and set(named) == {prefix}, name
 
 
 def test_help_shows_true_defaults(capsys):
