@@ -80,10 +80,13 @@ class Decoding:
 
 @dataclass(frozen=True)
 class Matching:
-    """How ``MultiBoxTarget`` assigns anchors to ground truth and mines hard negatives."""
+    """How ``MultiBoxTarget`` assigns anchors to ground truth and mines hard negatives, and
+    the weight of the box term against the class term (GluonCV's ``SSDMultiBoxLoss``
+    ``lambd``)."""
     overlap_threshold: float
     negative_mining_ratio: float
     negative_mining_thresh: float
+    box_loss_weight: float = 1.0
 
 
 def multi_scale_features(body, from_layers, num_filters, strides, pads, use_bn=True,
@@ -241,13 +244,14 @@ def inference_symbol(backbone, features, anchor_boxes, num_classes, decoding):
         return _detections(cls_preds, loc_preds, prior, decoding, "detection")
 
 
-def losses(cls_preds, loc_preds, loc_target, loc_mask, cls_target):
+def losses(cls_preds, loc_preds, loc_target, loc_mask, cls_target, box_weight=1.0):
     """``(cls_prob, loc_loss, cls_label)``: softmax cross-entropy over the anchors that count
     (positives and mined negatives; -1 is ignored) and smooth L1 over the positives' box
     offsets, each summed and divided by the batch's positive anchors, as the SSD paper and
     GluonCV's ``SSDMultiBoxLoss`` do, so that an lr from either means the same here. (MXNet's
     ``normalization="valid"``, used before, divided the class term by positives and negatives,
-    4x the positives at 3:1 mining, and the box term per coordinate: 0.25x the gradient.)"""
+    4x the positives at 3:1 mining, and the box term per coordinate: 0.25x the gradient.)
+    ``box_weight`` multiplies the box term's gradient (1: the graph has no such operator)."""
     per_positive = one_over_count(scalar("_greater_scalar", cls_target, 0, "positive_anchors"),
                                   "per_positive")
     # SoftmaxOutput divides by the anchors that count ("valid"; its "null" divides by all the
@@ -258,7 +262,9 @@ def losses(cls_preds, loc_preds, loc_target, loc_mask, cls_target):
     cls_prob = mx.sym.SoftmaxOutput(scale_gradient(cls_preds, cls_scale, 3, "cls_preds_scaled"),
                                     cls_target, name="cls_prob", ignore_label=-1,
                                     use_ignore=True, multi_output=True, normalization="valid")
-    loc_diff = mx.sym.elemwise_sub(scale_gradient(loc_preds, per_positive, 2, "loc_preds_scaled"),
+    loc_scale = per_positive if box_weight == 1 else scalar(
+        "_mul_scalar", per_positive, box_weight, "per_positive_box_weighted")
+    loc_diff = mx.sym.elemwise_sub(scale_gradient(loc_preds, loc_scale, 2, "loc_preds_scaled"),
                                    loc_target, name="loc_diff")
     loc_diff = mx.sym.elemwise_mul(loc_diff, loc_mask, name="loc_diff_masked")
     loc_smooth = mx.sym.smooth_l1(loc_diff, scalar=1.0, name="loc_smooth_l1")
@@ -286,7 +292,7 @@ def training_symbol(backbone, features, anchor_boxes, num_classes, decoding, mat
             negative_mining_thresh=matching.negative_mining_thresh,
             variances=tuple(decoding.variances))
         cls_prob, loc_loss, cls_label = losses(cls_preds, loc_preds, target[0], target[1],
-                                               target[2])
+                                               target[2], matching.box_loss_weight)
         if not with_detections:
             return mx.sym.Group([cls_prob, loc_loss, cls_label])
         detections = _detections(mx.sym.BlockGrad(cls_preds, name="cls_preds_nograd"),

@@ -659,23 +659,23 @@ class ParityBenchmarkOptions:
     seeds: Tuple[int, ...] = flag((0, 1, 2), "seeds, one run a side each (the initial "
                                              "parameters, the data order and augmentation)",
                                   type=comma_list(nonnegative_int), metavar="S,...")
-    epochs: int = flag(6, "epochs a side", type=positive_int)
+    epochs: int = flag(5, "epochs a side", type=positive_int)
     batch_size: int = batch_size_flag(16)
     data_shape: int = flag(256, "input side, both sides", type=positive_int)
-    lr: float = flag(0.01, "SGD learning rate, both sides", type=positive_float)
+    lr: float = flag(0.02, "SGD learning rate, both sides", type=positive_float)
     momentum: float = flag(0.9, "SGD momentum", type=float_in(0.0, 1.0, high_open=True))
     wd: float = flag(5e-4, "weight decay", type=float_in(0.0))
-    lr_steps: Tuple[float, ...] = flag((), "comma-separated epochs at which the lr drops",
+    lr_steps: Tuple[float, ...] = flag((4,), "comma-separated epochs at which the lr drops",
                                        type=comma_list(positive_float), metavar="E,...")
     lr_factor: float = flag(0.1, "lr multiplier at each step", type=positive_float)
-    warmup_epochs: float = flag(0.0, "linear warm-up length in epochs (from lr / 10)",
+    warmup_epochs: float = flag(0.2, "linear warm-up length in epochs (from lr / 10)",
                                 type=float_in(0.0))
     augmentation: str = flag(
         "light", "light: colour, flip and resize on both sides (GluonCV's transform with its "
                  "zoom-out and crop made identities; the zoo's --max-expand 1 --no-crop, make "
                  "demo's); ssd: each side's whole SSD augmentation, zoom-out and crop too",
         choices=PARITY_AUGMENTATIONS)
-    preset: str = flag("shapes", "the embedded generator's preset (see docs/data.md)")
+    preset: str = flag("hard", "the embedded generator's preset (see docs/data.md)")
     num_train: int = flag(1500, "training images", type=positive_int)
     num_val: int = flag(200, "held-out images, scored after every epoch", type=positive_int)
     data_seed: int = flag(0, "seed of the generated images", type=nonnegative_int)

@@ -3,11 +3,12 @@ same initial parameters, scored by one metric on the same held-out images.
 
 For each seed:
 
-1. GluonCV's network (:data:`SSD_NETWORK`, built by GluonCV's ``get_ssd``) is initialised by
-   GluonCV (``net.initialize()``), saved, and imported into the zoo
-   (:func:`zoo.gluoncv.common.import_net`). Before any step the two are proved equal: the
-   imported artifact detects what GluonCV's network detects on held-out images, and the
-   zoo's run takes every array from it (none reset).
+1. GluonCV's network (:data:`SSD_NETWORK`, built by GluonCV's ``get_ssd``) is initialised
+   (:func:`initialised_ssd`), saved, and imported into the zoo
+   (:func:`zoo.gluoncv.common.import_net`, whose map is proved by the import tests to
+   compute what GluonCV computes). Before any step the two are proved equal: the artifact
+   holds GluonCV's values to the last bit (:func:`check_equal_start`), and the zoo's run
+   takes every array from it (none reset).
 2. The zoo trains from that artifact (``zoo train --init-from``, its own loader, augmentation,
    targets, loss and optimizer), a checkpoint after every epoch.
 3. GluonCV trains from the same file in a child process with its own components
@@ -15,8 +16,10 @@ For each seed:
 4. Every epoch of both is scored by ``zoo eval`` on the same held-out split (VOC07 mAP and
    COCO AP, pycocotools-checked); GluonCV's epochs are imported first, as step 1 did.
 
-Both sides see the same images, input size, batch, epochs and optimiser settings; the data
-is the embedded generator's (:mod:`zoo.data.embedded`), generated once in the work folder.
+Both sides see the same images, input size, batch, epochs, augmentation and SGD settings
+(one lr schedule, :func:`zoo.engine.trainer.lr_scheduler`); the data is the embedded
+generator's (:mod:`zoo.data.embedded`, the ``hard`` preset by default), generated once in
+the work folder.
 The verdict compares the last epoch's held-out VOC07 mAP, mean over seeds, against a
 tolerance in points.
 """

@@ -10,6 +10,7 @@ the gradient with respect to the predictions, over every element that has one.
 """
 import mxnet as mx
 import numpy as np
+import pytest
 from gluoncv.loss import SSDMultiBoxLoss
 from mxnet import autograd, gluon
 
@@ -59,7 +60,7 @@ def _ssd_case(rng, classes=4, side=8):
     return dict(anchors=anchors, label=label, cls_preds=cls_preds, loc_preds=loc_preds)
 
 
-def _ssd_symbol():
+def _ssd_symbol(box_weight=1.0):
     with StrictNameManager():
         cls_preds, loc_preds = mx.sym.Variable("cls_preds"), mx.sym.Variable("loc_preds")
         target = mx.sym.contrib.MultiBoxTarget(
@@ -68,15 +69,18 @@ def _ssd_symbol():
             negative_mining_ratio=3, minimum_negative_samples=0, negative_mining_thresh=0.5,
             variances=(0.1, 0.1, 0.2, 0.2))
         return mx.sym.Group([*ssd.losses(cls_preds, loc_preds, target[0], target[1],
-                                         target[2]), mx.sym.BlockGrad(target[0], name="loc_t")])
+                                         target[2], box_weight),
+                             mx.sym.BlockGrad(target[0], name="loc_t")])
 
 
-def test_ssd_loss_is_gluoncv_multibox_loss():
+@pytest.mark.parametrize("box_weight", [1.0, 0.25])
+def test_ssd_loss_is_gluoncv_multibox_loss(box_weight):
     """Class and box terms per positive anchor, as ``SSDMultiBoxLoss`` (the SSD paper): the
-    old ``normalization="valid"`` gave 0.25x at 3:1 mining."""
+    old ``normalization="valid"`` gave 0.25x at 3:1 mining. The config's ``box_loss_weight``
+    is its ``lambd``."""
     case = _ssd_case(np.random.RandomState(0))
     (cls_prob, _, cls_target, loc_target), grads = _gradients(
-        _ssd_symbol(), case, ("cls_preds", "loc_preds"))
+        _ssd_symbol(box_weight), case, ("cls_preds", "loc_preds"))
     cls_target = cls_target.asnumpy()
     n = cls_target.shape[1]
     positives = cls_target > 0
@@ -86,7 +90,7 @@ def test_ssd_loss_is_gluoncv_multibox_loss():
     cls_pred.attach_grad()
     box_pred.attach_grad()
     with autograd.record():
-        total, _, _ = SSDMultiBoxLoss(negative_mining_ratio=3, rho=1.0, lambd=1.0)(
+        total, _, _ = SSDMultiBoxLoss(negative_mining_ratio=3, rho=1.0, lambd=box_weight)(
             [cls_pred], [box_pred], [mx.nd.array(np.maximum(cls_target, 0))],
             [loc_target.reshape((BATCH, n, 4))])
     autograd.backward(total)  # GluonCV's train_ssd.py, then trainer.step(1)

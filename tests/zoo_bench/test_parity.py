@@ -7,11 +7,15 @@ import mxnet as mx
 import numpy as np
 import pytest
 
+import zoo
 from zoo import artifact
 from zoo.cli import main
 from zoo.errors import OptionsError
 from zoo_bench import parity
 from zoo_bench.options import ParityBenchmarkOptions
+
+from test_gluoncv_ssd import compare, randomise, resized_images
+from test_gluoncv_ssd_mobilenet import TIE, calibrated
 
 
 @pytest.mark.parametrize("side", [128, 256, 300])
@@ -38,6 +42,19 @@ def test_the_first_scores_are_calm():
         classes, boxes, _ = net(mx.nd.random.uniform(shape=(2, 3, 128, 128)))
     assert float(mx.nd.abs(classes).max().asscalar()) < 3
     assert float(mx.nd.abs(boxes).max().asscalar()) < 3
+
+
+def test_the_imported_parity_network_detects_what_gluoncvs_detects(tmp_path):
+    # The map of GluonCV's MobileNetV2 SSD (zoo.gluoncv.ssd.map_ssd_mobilenetv2), proved as
+    # the published SSDs' maps are: random weights whose scores spread, the same images.
+    side = 128
+    net = parity.gluon_ssd(parity.ssd_network(side), ["circle", "square", "triangle", "star"])
+    net = calibrated(randomise(net, side), side)
+    prefix = parity.import_gluon(net, side, str(tmp_path / "ssd"), "test weights")
+    worst_score, worst_box = compare(zoo.load_detector(prefix), net, side,
+                                     resized_images(side), tie=TIE)
+    assert worst_score < 1e-4
+    assert worst_box < 0.01
 
 
 @pytest.fixture(scope="module")

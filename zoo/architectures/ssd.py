@@ -54,6 +54,8 @@ SCHEMA = Schema("ssd", [
           "hard negatives kept per positive anchor"),
     Field("negative_mining_thresh", FRACTION, 0.5,
           "IoU below which an anchor may be a hard negative"),
+    Field("box_loss_weight", Number(0, low_open=True), 1.0,
+          "weight of the box term against the class term (GluonCV's SSDMultiBoxLoss lambd)"),
     Field("variances", List(Number(0, low_open=True), length=4), [0.1, 0.1, 0.2, 0.2],
           "box-encoding variances of x, y, w, h"),
     Field("force_suppress", Bool(), False, "NMS across classes, not per class"),
@@ -159,7 +161,8 @@ def decoding(spec):
 def matching(spec):
     return symbols.Matching(overlap_threshold=spec["overlap_threshold"],
                             negative_mining_ratio=spec["negative_mining_ratio"],
-                            negative_mining_thresh=spec["negative_mining_thresh"])
+                            negative_mining_thresh=spec["negative_mining_thresh"],
+                            box_loss_weight=spec["box_loss_weight"])
 
 
 def feature_shapes(spec, backbone, layers):

@@ -25,7 +25,8 @@ SMALL_SSD_SHAPES = {"ssd_resnet50": 300, "ssd_resnet101": 300, "ssd_inceptionv3"
                     # GluonCV's anchors are written out for its one input size
                     "ssd_resnet50_v1_gluoncv_voc": 512, "ssd_resnet50_v1_gluoncv_coco": 512,
                     "ssd_mobilenet1.0_gluoncv_voc": 512, "ssd_mobilenet1.0_gluoncv_coco": 512,
-                    "ssd_mobilenet0.25_gluoncv_voc": 300, "ssd_mobilenet0.25_gluoncv_coco": 300}
+                    "ssd_mobilenet0.25_gluoncv_voc": 300, "ssd_mobilenet0.25_gluoncv_coco": 300,
+                    "ssd_mobilenetv2_stride8_gluoncv": 192}
 
 
 def small_model(name):

@@ -305,8 +305,9 @@ SMALL_SHAPES = {"ssd_resnet50": 300, "ssd_resnet101": 300, "ssd_inceptionv3": 30
                 # GluonCV's anchors are written out for its one input size
                 "ssd_resnet50_v1_gluoncv_voc": 512, "ssd_resnet50_v1_gluoncv_coco": 512,
                 "ssd_mobilenet1.0_gluoncv_voc": 512, "ssd_mobilenet1.0_gluoncv_coco": 512,
-                "ssd_mobilenet0.25_gluoncv_voc": 300, "ssd_mobilenet0.25_gluoncv_coco": 300}
-GENTLE = {name: {"lr": 1e-4} for name in SMALL_SHAPES if "_gluoncv_" in name}
+                "ssd_mobilenet0.25_gluoncv_voc": 300, "ssd_mobilenet0.25_gluoncv_coco": 300,
+                "ssd_mobilenetv2_stride8_gluoncv": 192}
+GENTLE = {name: {"lr": 1e-4} for name in SMALL_SHAPES if "_gluoncv" in name}
 """GluonCV's SSD decodes boxes unclipped: after a first step at the default rate its
 untrained boxes reach infinity, which evaluation refuses."""
 
