@@ -28,7 +28,8 @@ __all__ = ["BUSY_CORES", "BenchmarkOptions", "COMPARISONS", "CONFIGURATIONS",
            "DecodeBenchmarkOptions", "FIXED_PHOTOS",
            "PHOTO_ISAS", "PHOTO_SUBJECTS", "PhotosBenchmarkOptions", "image_size",
            "DetectorBenchmarkOptions", "GLUONCV_RECIPES", "MemoryBenchmarkOptions",
-           "PARITY_ARCHITECTURES", "ParityBenchmarkOptions", "TilesBenchmarkOptions", "TrainBenchmarkOptions"]
+           "PARITY_ARCHITECTURES", "ParityBenchmarkOptions", "TilesBenchmarkOptions",
+           "TrainBenchmarkOptions"]
 
 DTYPES = ("fp32", "int8", "bf16")
 COMPARISONS = ("gluoncv", "onnxruntime", "openvino", "all")

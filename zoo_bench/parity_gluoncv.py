@@ -11,10 +11,11 @@ epoch on its standard output (``{"epoch": k, "loss": ..., "seconds": ...}``).
 
 What is GluonCV's here, unchanged: the network (``get_ssd``), ``SSDDefaultTrainTransform``
 given the network's anchors (colour distortion, expansion, IoU-constrained crop, flip,
-resize, and the matching that makes the targets, in the data workers; with ``"augmentation":
-"light"`` its expansion and crop are made identities, :func:`without_zoom_and_crop`), ``Tuple(Stack(),
-Stack(), Stack())``, ``gluon.data.DataLoader`` (shuffled, ``last_batch="rollover"``),
-``SSDMultiBoxLoss`` and ``gluon.Trainer`` (SGD) stepping by 1. The lr schedule is MXNet's
+resize, and the matching that makes the targets, in the data workers; with
+``"augmentation": "light"`` its expansion and crop are made identities,
+:func:`without_zoom_and_crop`), ``Tuple(Stack(), Stack(), Stack())``,
+``gluon.data.DataLoader`` (shuffled, ``last_batch="rollover"``), ``SSDMultiBoxLoss`` and
+``gluon.Trainer`` (SGD) stepping by 1. The lr schedule is MXNet's
 scheduler built as the zoo builds it (:func:`zoo.engine.trainer.lr_scheduler`), so both sides
 follow one schedule; GluonCV's script steps its lr by hand at given epochs, which this equals
 for a schedule without warm-up.

@@ -19,8 +19,8 @@ __all__ = ["add_arguments", "run"]
 def add_arguments(p):
     add_flags(p, ParityBenchmarkOptions, "architecture", "seeds", "epochs", "batch_size",
               "data_shape", "lr", "momentum", "wd", "lr_steps", "lr_factor", "warmup_epochs",
-              "augmentation", "preset", "num_train", "num_val", "data_seed", "data_workers", "tolerance",
-              "zoo_config", "order", "work_dir", "progress")
+              "augmentation", "preset", "num_train", "num_val", "data_seed", "data_workers",
+              "tolerance", "zoo_config", "order", "work_dir", "progress")
 
 
 def run(args):
