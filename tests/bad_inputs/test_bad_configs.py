@@ -6,6 +6,7 @@ import textwrap
 import pytest
 
 import zoo
+from symbols.backbones import BACKBONES
 from zoo.cli import main as zoo_main
 
 SSD = "base: ssd_mobilenetv2_stride8\n"
@@ -52,7 +53,7 @@ YAML_CASES = [
     ("unknown arch", {"my_ssd": SSD + "arch: yolo\n"}, "arch",
      "one of faster_rcnn, faster_rcnn_fpn, ssd"),
     ("unknown backbone", {"my_ssd": SSD + "backbone: vgg16\n"}, "backbone",
-     "one of inceptionv3, mobilenetv2, resnet101, resnet50"),
+     "one of " + ", ".join(sorted(BACKBONES))),
     ("per-map list too short", {"my_ssd": SSD + "pads: [-1, 1, 1, 1]\n"}, "pads",
      "5 entries, one per from_layers entry"),
     ("anchor size above 1.2",

@@ -46,7 +46,8 @@ COMMAND_OPTIONS = {
     "benchmark-calibration": bench.CalibrationBenchmarkOptions,
     "benchmark-decode": bench.DecodeBenchmarkOptions,
     "benchmark-tiles": bench.TilesBenchmarkOptions,
-    "benchmark-photos": bench.PhotosBenchmarkOptions, "launch": LaunchOptions,
+    "benchmark-photos": bench.PhotosBenchmarkOptions,
+    "benchmark-parity": bench.ParityBenchmarkOptions, "launch": LaunchOptions,
     "plot-log": PlotLogOptions, "quickstart": QuickstartOptions}
 """The options class each command's run builds from its flags (None: a command of
 positional words only)."""
