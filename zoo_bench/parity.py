@@ -39,7 +39,7 @@ import mxnet as mx
 import numpy as np
 
 from zoo_bench import child_environment
-from zoo_bench.parity_gluoncv import gluon_ssd, seed_everything
+from zoo_bench.parity_gluoncv import gluon_ssd, seed_everything, train_step
 
 __all__ = ["ParityResult", "SSD_NETWORK", "benchmark_parity", "ssd_network", "verdict"]
 
@@ -299,16 +299,9 @@ def _gluoncv_steps(init_params, side, data, labels, sgd, steps):
     net.hybridize(static_alloc=True, static_shape=True)
     trainer = gluon.Trainer(net.collect_params(), "sgd", {
         "learning_rate": sgd["lr"], "momentum": sgd["momentum"], "wd": sgd["wd"]})
-    loss_fn, losses = SSDMultiBoxLoss(), []
-    for _ in range(steps):
-        with autograd.record():
-            cls_preds, box_preds, _ = net(data)
-            total, cls_loss, box_loss = loss_fn([cls_preds], [box_preds], [cls_targets],
-                                                [box_targets])
-        autograd.backward(total)
-        trainer.step(1)
-        losses.append((float(cls_loss[0].sum().asscalar()), float(box_loss[0].sum().asscalar())))
-    return losses
+    loss_fn = SSDMultiBoxLoss()
+    return [tuple(train_step(net, loss_fn, trainer, data, cls_targets, box_targets))
+            for _ in range(steps)]
 
 
 def _zoo_steps(prefix, side, data, labels, sgd, steps):

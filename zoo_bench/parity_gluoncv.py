@@ -30,7 +30,7 @@ import mxnet as mx
 import numpy as np
 from mxnet import autograd, gluon
 
-__all__ = ["gluon_ssd", "main"]
+__all__ = ["gluon_ssd", "main", "train_step"]
 
 
 def gluon_ssd(network, classes):
@@ -45,6 +45,19 @@ def gluon_ssd(network, classes):
                        ratios=network["ratios"], steps=network["steps"],
                        classes=list(classes), dataset="", pretrained=False,
                        pretrained_base=False)
+
+
+def train_step(net, loss_fn, trainer, data, cls_targets, box_targets):
+    """One step of GluonCV's script: the forward pass recorded, ``SSDMultiBoxLoss``,
+    backward, ``trainer.step(1)``. Returns the class and box terms, each summed over the
+    batch (per positive anchor, as ``SSDMultiBoxLoss`` divides them)."""
+    with autograd.record():
+        cls_preds, box_preds, _ = net(data)
+        loss, cls_loss, box_loss = loss_fn([cls_preds], [box_preds], [cls_targets],
+                                           [box_targets])
+    autograd.backward(loss)
+    trainer.step(1)
+    return [float(cls_loss[0].sum().asscalar()), float(box_loss[0].sum().asscalar())]
 
 
 def seed_everything(seed):
@@ -115,14 +128,7 @@ def train(request, answer):
             # script's split_and_load puts them.
             data, cls_targets, box_targets = (gluon.utils.split_and_load(field, [mx.cpu()])[0]
                                               for field in batch)
-            with autograd.record():
-                cls_preds, box_preds, _ = net(data)
-                loss, cls_loss, box_loss = loss_fn([cls_preds], [box_preds], [cls_targets],
-                                                   [box_targets])
-            autograd.backward(loss)
-            trainer.step(1)
-            # Each term summed over the batch: the loss of the step, as the zoo logs its terms.
-            terms = [cls_loss[0].sum().asscalar(), box_loss[0].sum().asscalar()]
+            terms = train_step(net, loss_fn, trainer, data, cls_targets, box_targets)
             if epoch == 1 and batches == 0:
                 print("gluoncv: initial loss %.3f (cls_loss %.3f, box_loss %.3f)"
                       % (sum(terms), terms[0], terms[1]), file=sys.stderr, flush=True)
