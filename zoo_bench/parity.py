@@ -24,7 +24,6 @@ The verdict compares the last epoch's held-out VOC07 mAP, mean over seeds, again
 tolerance in points.
 """
 import json
-import logging
 import os
 import shutil
 import statistics
@@ -42,8 +41,6 @@ from zoo_bench import child_environment
 from zoo_bench.parity_gluoncv import gluon_ssd, seed_everything, train_step
 
 __all__ = ["ParityResult", "SSD_NETWORK", "benchmark_parity", "ssd_network", "verdict"]
-
-LOG = logging.getLogger("zoo.benchmark_parity")
 
 SSD_NETWORK = dict(
     # make demo's network as GluonCV builds an SSD (get_ssd on its mobilenetv2_1.0): the
@@ -385,7 +382,7 @@ def train_zoo(options, seed, root, init_prefix, folder):
         val_split="", keep_last=options.epochs, output_dir=os.path.join(folder, "zoo"),
         overwrite=True, seed=seed, progress=options.progress, data_threads=options.data_workers,
         **({"max_expand": 1.0, "crop": False} if options.augmentation == "light" else {}),
-        **{k: v for k, v in sgd_settings(options).items()})
+        **sgd_settings(options))
     # Every array of the run's model comes from the imported start: none starts afresh.
     model = build_train_model(train_options, _classes())
     summary = init_from(model, init_prefix, seed=seed)[2]
