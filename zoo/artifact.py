@@ -14,10 +14,11 @@ The files of epoch N:
 - ``PREFIX-NNNN.json``, written last: the format version, the zoo version, the fully
   resolved config the model is rebuilt from, class names (and the COCO category ids of a
   model trained on a COCO file, else null), preprocessing, precision, the best validation
-  record, the training options and the sha256 of the parameter file, of the graph and of
-  the class-name list (checked on loading; an artifact saved before the class names had
-  theirs loads unchecked, its names made safe wherever they name a file,
-  :mod:`zoo.filenames`).
+  record, the training options, the tiles the model was trained on (``{"size", "overlap"}``,
+  null for whole photos; :mod:`zoo.inference.tiles`) and the sha256 of the parameter file,
+  of the graph and of the class-name list (checked on loading; an artifact saved before
+  the class names had theirs loads unchecked, its names made safe wherever they name a
+  file, :mod:`zoo.filenames`).
 
 An epoch without its JSON is incomplete and never loaded; each file is written to a
 temporary name and renamed, so a save killed half-way leaves the previous epochs intact.
@@ -121,6 +122,13 @@ class Artifact:
         return self.meta["precision"]
 
     @property
+    def tiles(self):
+        """``{"size", "overlap"}`` of the tiles the model was trained on (``zoo train
+        --tiles``), which ``zoo detect`` runs by default; None: whole photos (or an artifact
+        from before tiles were recorded)."""
+        return self.meta.get("tiles")
+
+    @property
     def is_int8(self):
         return self.precision["dtype"] == "int8"
 
@@ -190,7 +198,7 @@ def _sha256(path):
 
 
 def save(prefix, epoch, model, arg_params, aux_params, *, symbol=None, precision=None,
-         best=None, training=None, optimizer_state=None, preprocessing=None):
+         best=None, training=None, optimizer_state=None, preprocessing=None, tiles=None):
     """Write epoch ``epoch`` of the artifact at ``prefix``; returns the metadata's path.
 
     ``symbol``: the graph to deploy (default: the model's inference graph fused for
@@ -200,7 +208,9 @@ def save(prefix, epoch, model, arg_params, aux_params, *, symbol=None, precision
     ``training``: the JSON-able training options. ``optimizer_state``: a
     :class:`OptimizerState` or None. ``preprocessing``: how images become inputs, default
     the model's; an artifact derived from another (e.g. quantized) passes its source's, so a
-    model trained on stretched images stays stretched.
+    model trained on stretched images stays stretched. ``tiles``: ``{"size", "overlap"}`` of
+    the tiles the model was trained on (:attr:`Artifact.tiles`), None for whole photos; a
+    derived artifact passes its source's.
     """
     precision = precision or {"dtype": "fp32"}
     if precision.get("dtype") not in PRECISIONS:
@@ -229,7 +239,8 @@ def save(prefix, epoch, model, arg_params, aux_params, *, symbol=None, precision
                 "best": best, "params_sha256": _sha256(files.params),
                 "class_names_sha256": names_sha256(class_names(config)),
                 "graph": os.path.basename(files.graph if own_graph else symbol_path(prefix)),
-                "graph_sha256": hashlib.sha256(graph).hexdigest(), "training": training}
+                "graph_sha256": hashlib.sha256(graph).hexdigest(), "training": training,
+                "tiles": tiles}
         atomic_write(files.meta, _write_json(meta))
     except ArtifactError:
         # An incomplete epoch is never loaded: give its space back (the disk may be full).

@@ -307,6 +307,33 @@ def max_size_flag(default=None, of_network=False, of_checkpoint=False):
                 % _size_default(default, of_network, of_checkpoint), type=positive_int)
 
 
+def tiles_flag(training=False):
+    """``--tiles SIZE``: a run's tile side in pixels (:mod:`zoo.inference.tiles`). Training
+    cuts its photos into such tiles; a command running a checkpoint runs them beside the whole
+    photo, by default those the checkpoint was trained on (0: none)."""
+    from zoo.inference.tiles import MIN_TILE  # no MXNet
+    if training:
+        return flag(None, "train on overlapping square tiles of SIZE pixels of each photo, cut "
+                          "as it loads (boxes clipped to each tile), and validate whole photos "
+                          "run whole and in these tiles as zoo detect --tiles runs them; "
+                          "recorded in the artifact, which zoo detect and zoo eval then run in "
+                          "tiles (e.g. 320; at least %d)" % MIN_TILE,
+                    type=positive_int, metavar="SIZE")
+    return flag(None, "also detect in overlapping square tiles of SIZE pixels of the photo, each "
+                      "resized to the network's input, for objects too small for the whole "
+                      "photo's pass (which is kept); boxes are merged (e.g. 800; at least %d; "
+                      "default: the tiles the checkpoint was trained on, if any; 0: none)"
+                % MIN_TILE, type=nonnegative_int, metavar="SIZE")
+
+
+def tile_overlap_flag(of_checkpoint=False):
+    """``--tile-overlap SHARE``: the share of a tile's side its neighbours overlap."""
+    from zoo.inference.tiles import DEFAULT_OVERLAP  # no MXNet
+    return flag(None, "share of a tile's side its neighbours overlap (default %s)" % (
+        "the checkpoint's tiles', else %g" % DEFAULT_OVERLAP if of_checkpoint
+        else "%g" % DEFAULT_OVERLAP), type=float_in(0.0, 1.0, high_open=True), metavar="SHARE")
+
+
 def exif_flag():
     from zoo.data.orientation import EXIF_CHOICES  # no MXNet either
     return flag("apply", "'apply': turn a photo as its EXIF orientation says, boxes in the "

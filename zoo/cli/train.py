@@ -5,6 +5,10 @@ Example, the embedded shapes dataset:
         --data-shape 256 --epochs 10 --output-dir output/train
 Fine-tune another artifact (trained, or from `zoo import-gluoncv`) on a dataset's classes:
     zoo train --init-from models/ssd_voc --dataset voc --data-root my_data --lr 0.001
+Small objects in large photos: train on 320-pixel tiles, validated on whole photos as
+`zoo detect` runs them (in the tiles the artifact records):
+    zoo train --network ssd_mobilenetv2_stride8 --dataset coco --image-dir birds/photos \\
+        --annotations 'birds/{split}.json' --tiles 320 --max-expand 1 --data-shape 192
 On two workers of a parameter-server cluster:
     zoo launch -n 2 -- zoo train ... --kv-store dist_sync
 """
@@ -15,7 +19,7 @@ from zoo.cli import report
 from zoo.cli.common import add_hidden_alias
 from zoo.flags import add_flags
 
-__all__ = ["add_arguments", "add_data_arguments", "run"]
+__all__ = ["add_arguments", "add_data_arguments", "add_tile_arguments", "run"]
 
 
 def add_data_arguments(p, options_class):
@@ -31,11 +35,17 @@ def add_data_arguments(p, options_class):
               "max_skipped", "data_shape", "batch_size", "seed", "max_expand", "crop")
 
 
+def add_tile_arguments(p):
+    """The flags cutting a run's photos into tiles (``zoo train``'s only)."""
+    add_flags(p, TrainOptions, "tiles", "tile_overlap", "empty_tiles")
+
+
 def add_arguments(p):
     """Every field of :class:`TrainOptions` as a flag, in the order ``--help`` lists them:
     the model, the data, the optimizer, the devices, the start, the run."""
     add_flags(p, TrainOptions, "network")
     add_data_arguments(p, TrainOptions)
+    add_tile_arguments(p)
     add_flags(p, TrainOptions, "epochs", "lr", "lr_steps", "lr_factor", "warmup_epochs",
               "optimizer", "momentum", "wd", "clip_gradient", "ctx", "kv_store",
               "connect_timeout")

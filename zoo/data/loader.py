@@ -114,15 +114,24 @@ class DetectionLoader:
         return self.epoch(epoch)
 
     def __len__(self):
-        full, rest = divmod(len(self.dataset) // self.num_shards, self.batch_size)
+        full, rest = divmod(len(self.epoch_items(self.next_epoch)) // self.num_shards,
+                            self.batch_size)
         return full + (1 if rest and self.last_batch != "discard" else 0)
+
+    def epoch_items(self, epoch):
+        """The dataset indices ``epoch`` visits, in index order: every item, or those a
+        dataset that draws its items per epoch draws (its ``epoch_items(seed, epoch)``: a
+        tiled one's, :class:`zoo.data.tiles.TiledDataset`), as many every epoch."""
+        draw = getattr(self.dataset, "epoch_items", None)
+        return np.arange(len(self.dataset)) if draw is None else draw(self.seed, epoch)
 
     def sample_order(self, epoch):
         """The dataset indices this shard visits in ``epoch``, in order."""
-        size = len(self.dataset)
+        items = self.epoch_items(epoch)
+        size = len(items)
         # The order's seed key [seed, epoch] is shorter than any sample's, so never equal to one.
-        order = (np.random.RandomState([self.seed, epoch]).permutation(size) if self.shuffle
-                 else np.arange(size))
+        order = (items[np.random.RandomState([self.seed, epoch]).permutation(size)]
+                 if self.shuffle else items)
         per_shard = size // self.num_shards
         return order[:per_shard * self.num_shards][self.shard_index::self.num_shards]
 

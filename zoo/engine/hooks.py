@@ -16,6 +16,7 @@ from zoo import artifact
 from zoo.errors import DataError
 from zoo.inference.detector import Detector
 from zoo.inference.evaluation import dataset_rows, voc_scores
+from zoo.inference.tiles import tiles_record
 from zoo.engine import module_adapter
 from zoo.engine.trainer import OutputFolderInUse, TrainingDiverged, TrainingError
 from zoo.progress import progress_bar
@@ -183,7 +184,9 @@ class DivergenceCheck(Hook):
 
 class Validation(Hook):
     """VOC07 mAP on ``dataset`` every ``interval`` epochs and after the last one, as the
-    row's ``val_map``; batches as in training, decoded by the loader's threads. The hooks
+    row's ``val_map``; batches as in training, decoded by the loader's threads. With
+    ``tiles`` (a :class:`zoo.inference.tiles.Tiling`, a run on tiles) each image is scored
+    whole, run whole and in those tiles as ``zoo detect --tiles`` runs it. The hooks
     after it find the epoch's detections in ``detections`` (one array of rows ``[class,
     score, x1, y1, x2, y2]`` normalised to the image per image of ``dataset``, None on an
     epoch without validation).
@@ -192,10 +195,10 @@ class Validation(Hook):
     hooks have run (see :meth:`Trainer.stop`): the epoch's checkpoint is still written."""
     only_rank0 = True
 
-    def __init__(self, dataset, interval=1):
+    def __init__(self, dataset, interval=1, tiles=None):
         if interval < 1:
             raise ValueError("validation interval must be >= 1, got %d" % interval)
-        self.dataset, self.interval = dataset, interval
+        self.dataset, self.interval, self.tiles = dataset, interval, tiles
         self.detections = None
 
     def after_epoch(self, trainer, epoch, row):
@@ -207,7 +210,7 @@ class Validation(Hook):
             detector = Detector(trainer.model, arg_params, aux_params,
                                 data_threads=trainer.loader.num_workers)
             detections = dataset_rows(detector, self.dataset, trainer.options.batch_size,
-                                      progress=False)
+                                      progress=False, tiles=self.tiles)
             result = voc_scores(self.dataset, detections)
         except DataError as err:
             trainer.stop(TrainingError("validation after epoch %d failed, training stopped "
@@ -223,7 +226,8 @@ class Checkpointer(Hook):
     """Writes the artifact of every epoch at ``prefix`` (parameters, optimizer state, the
     training options, the best validation so far), then keeps the newest ``keep_last``
     epochs and the best one. ``run`` is a JSON-able description of the run (data, flags)
-    stored with the options.
+    stored with the options; ``tiles`` the :class:`zoo.inference.tiles.Tiling` it trains
+    on (None: whole photos), which the artifact records for detection.
 
     Before training it removes what a killed save left, and refuses a folder that already
     holds checkpoints unless the run resumes or ``overwrite`` is set (which removes this
@@ -231,11 +235,11 @@ class Checkpointer(Hook):
     """
     only_rank0 = True
 
-    def __init__(self, prefix, keep_last=3, overwrite=False, run=None):
+    def __init__(self, prefix, keep_last=3, overwrite=False, run=None, tiles=None):
         if keep_last < 1:
             raise ValueError("keep_last must be >= 1, got %d" % keep_last)
         self.prefix, self.keep_last, self.overwrite = prefix, keep_last, overwrite
-        self.run = run
+        self.run, self.tiles = run, tiles
         self.best = None
 
     def before_train(self, trainer):
@@ -271,7 +275,8 @@ class Checkpointer(Hook):
             artifact.save(self.prefix, epoch + 1, trainer.model, arg_params, aux_params,
                           best=self.best, training=dict(trainer.training_record(), run=self.run,
                                                         health=trainer.health.record()),
-                          optimizer_state=module_adapter.optimizer_state(trainer.module))
+                          optimizer_state=module_adapter.optimizer_state(trainer.module),
+                          tiles=tiles_record(self.tiles))
         except artifact.ArtifactError as err:
             # The disk is full or the folder not writable: the older epochs are untouched.
             raise TrainingError("epoch %d could not be saved: %s; %s" % (
@@ -348,19 +353,20 @@ class ProgressBar(Hook):
 
 
 def default_hooks(model, output_dir, *, val_dataset=None, val_interval=1, keep_last=3,
-                  overwrite=False, progress=True, run=None, checks=()):
+                  overwrite=False, progress=True, run=None, checks=(), tiles=None):
     """The hooks of a training run writing to ``output_dir`` (prefix ``model.name``), in the
     order they must run: statistics averaged before anything reads them, the divergence
     check before validation and saving, the best validation known before the checkpoint
     records it, the folder check before the log is started. ``checks`` (the health checks,
     :mod:`zoo.engine.health`) run after validation and before the checkpoint, which records
-    what they found."""
+    what they found. ``tiles``: the :class:`zoo.inference.tiles.Tiling` a run on tiles
+    validates in and records."""
     prefix = os.path.join(output_dir, model.name)
     hooks = [StatisticsAveraging(), DivergenceCheck(prefix)]
     if val_dataset is not None:
-        hooks.append(Validation(val_dataset, val_interval))
+        hooks.append(Validation(val_dataset, val_interval, tiles))
     hooks += list(checks)
-    hooks += [Checkpointer(prefix, keep_last, overwrite, run),
+    hooks += [Checkpointer(prefix, keep_last, overwrite, run, tiles),
               CSVLog(log_path(prefix), model.loss_names)]
     if progress:
         hooks.append(ProgressBar())

@@ -15,6 +15,7 @@ from zoo.config.loading import class_names as default_class_names
 from zoo.predictor import Predictor, fuse
 from zoo.inference.runner import (BatchDetector, Detections, label_names, rgb_image,
                                   write_coco_results)
+from zoo.inference.tiles import recorded_tiling
 
 __all__ = ["Detections", "Detector", "MXNetEngine", "label_names", "load_detector",
            "rgb_image", "write_coco_results"]
@@ -91,12 +92,15 @@ class Detector(BatchDetector):
     @classmethod
     def from_artifact(cls, artifact, ctx=None, exif="apply", data_threads=None):
         """The detector of a loaded :class:`zoo.artifact.Artifact`, running its own graph
-        (an int8 artifact's int8 graph), with its epoch and precision."""
-        return cls(artifact.model, artifact.arg_params, artifact.aux_params,
-                   symbol=artifact.symbol, class_names=artifact.class_names, ctx=ctx,
-                   preprocessing=artifact.preprocessing, exif=exif,
-                   category_ids=artifact.category_ids, data_threads=data_threads,
-                   precision=artifact.precision, epoch=artifact.epoch)
+        (an int8 artifact's int8 graph), with its epoch, precision and the tiles it was
+        trained on."""
+        detector = cls(artifact.model, artifact.arg_params, artifact.aux_params,
+                       symbol=artifact.symbol, class_names=artifact.class_names, ctx=ctx,
+                       preprocessing=artifact.preprocessing, exif=exif,
+                       category_ids=artifact.category_ids, data_threads=data_threads,
+                       precision=artifact.precision, epoch=artifact.epoch)
+        detector.tiles = recorded_tiling(artifact.tiles)
+        return detector
 
     def engine(self):
         return MXNetEngine(self.model, self.predictor)

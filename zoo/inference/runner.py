@@ -449,6 +449,10 @@ class BatchDetector(abc.ABC):
 
     epoch = None
     """The artifact epoch the detector runs; None for a deployed file or a model in memory."""
+    tiles = None
+    """The :class:`~zoo.inference.tiles.Tiling` the model was trained on (an artifact's
+    record), which ``zoo detect`` and ``zoo eval`` run unless told otherwise; None: whole
+    photos."""
 
     def __init__(self, class_names, preprocessing, exif="apply", category_ids=None,
                  data_threads=None, precision=None):

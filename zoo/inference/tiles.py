@@ -22,8 +22,9 @@ from zoo.errors import OptionsError
 from zoo.progress import NoBar, progress_bar
 
 __all__ = ["CONTAINED", "CUT_MARGIN", "DEFAULT_OVERLAP", "MERGE_IOU", "MIN_TILE", "Tiling",
-           "cut_edges", "detector_outputs", "merge", "nms", "photo_rows", "tile_starts",
-           "tiled_outputs", "tiling", "windows"]
+           "check_tile_flags", "cut_edges", "detector_outputs", "merge", "nms", "photo_rows",
+           "recorded_tiling", "run_tiling", "tile_starts", "tiled_outputs", "tiles_record",
+           "tiling", "windows"]
 
 DEFAULT_OVERLAP = 0.2
 """The share of a tile's side its neighbours overlap unless asked otherwise (SAHI's default):
@@ -75,6 +76,48 @@ def tiling(size, overlap=None):
                                "(tiles= in Python) too" % (overlap,))
         return None
     return Tiling(size, DEFAULT_OVERLAP if overlap is None else overlap)
+
+
+def tiles_record(tiles):
+    """What an artifact records of the :class:`Tiling` its model was trained on (JSON):
+    ``{"size", "overlap"}``, None for whole photos."""
+    return None if tiles is None else {"size": int(tiles.size), "overlap": float(tiles.overlap)}
+
+
+def recorded_tiling(record):
+    """The :class:`Tiling` of an artifact's record (:func:`tiles_record`), None for none."""
+    return None if not record else Tiling(int(record["size"]), float(record["overlap"]))
+
+
+def check_tile_flags(size, overlap):
+    """Refuse, before the slow part, the tile flags of a command running a checkpoint
+    (``zoo detect``, ``zoo eval``): a size under :data:`MIN_TILE` or an overlap out of
+    range, an overlap with ``--tiles 0``. An overlap alone waits for the checkpoint
+    (:func:`run_tiling`)."""
+    if size == 0:
+        if overlap is not None:
+            raise OptionsError("a tile overlap (%r) with --tiles 0 (no tiles): drop one"
+                               % (overlap,))
+    elif size is not None:
+        tiling(size, overlap)
+    elif overlap is not None:
+        tiling(MIN_TILE, overlap)  # the overlap's range
+
+
+def run_tiling(size, overlap, trained):
+    """The :class:`Tiling` a checkpoint runs at, as ``zoo detect`` and ``zoo eval`` take
+    ``--tiles`` and ``--tile-overlap``: ``size`` 0 runs whole photos only; None runs the
+    tiles the checkpoint was trained on (``trained``, its overlap replaced by ``overlap``
+    if given), else none; any other size is :func:`tiling`'s."""
+    check_tile_flags(size, overlap)
+    if size == 0:
+        return None
+    if size is None and trained is not None:
+        return trained if overlap is None else Tiling(trained.size, overlap)
+    if size is None and overlap is not None:
+        raise OptionsError("a tile overlap (%r) needs a tile size: give --tiles SIZE too (the "
+                           "checkpoint was not trained on tiles)" % (overlap,))
+    return tiling(size, overlap)
 
 
 def tile_starts(length, tile, overlap):

@@ -49,12 +49,12 @@ from zoo.errors import DataError, Interrupted, OptionsError
 from zoo.filenames import unique_components
 from zoo.flags import (ARTIFACT_OR_DEPLOYED, REQUIRED, checkpoint_flag, comma_list,
                        data_shape_flag, data_threads_flag, epoch_flag, exif_flag, flag,
-                       float_in, fraction, inference_batch_flag, max_size_flag,
-                       options_from, positive_int, progress_flag)
+                       fraction, inference_batch_flag, max_size_flag, options_from,
+                       positive_int, progress_flag, tile_overlap_flag, tiles_flag)
 from zoo.checkpoint import open_detector
 from zoo.inference.inputs import LIST_PREFIX, InputImages, Skipped, expand_inputs, is_inside
 from zoo.inference.runner import MAX_DETECTIONS, SCORE_THRESHOLD
-from zoo.inference.tiles import DEFAULT_OVERLAP, MIN_TILE, detector_outputs, tiling
+from zoo.inference.tiles import check_tile_flags, detector_outputs, run_tiling
 from zoo.inference.visualize import ENCODINGS, draw, pixel_box, save_image
 from zoo.progress import NoBar, progress_bar
 from zoo.signals import stop_signals
@@ -101,14 +101,9 @@ class DetectOptions:
                             type=fraction)
     max_detections: int = flag(MAX_DETECTIONS, "the best-scoring detections kept per picture",
                                type=positive_int)
-    tiles: Optional[int] = flag(  # tile side in pixels: run tiles too (small objects)
-        None, "also detect in overlapping square tiles of SIZE pixels of the photo, each "
-              "resized to the network's input, for objects too small for the whole photo's "
-              "pass (which is kept); boxes are merged (e.g. 800; at least %d)" % MIN_TILE,
-        type=positive_int, metavar="SIZE")
-    tile_overlap: Optional[float] = flag(  # None: tiles' default
-        None, "share of a tile's side its neighbours overlap (default %g)" % DEFAULT_OVERLAP,
-        type=float_in(0.0, 1.0, high_open=True), metavar="SHARE")
+    # tile side in pixels: run tiles too (small objects); None: the checkpoint's, 0: none
+    tiles: Optional[int] = tiles_flag()
+    tile_overlap: Optional[float] = tile_overlap_flag(of_checkpoint=True)  # None: as tiles
     classes: Tuple[str, ...] = flag((), "keep only these classes (default: all)",
                                     type=comma_list(str), metavar="NAME,...")
     batch_size: Optional[int] = inference_batch_flag()
@@ -145,7 +140,7 @@ class DetectOptions:
             raise OptionsError("data_threads must be at least 1, got %r" % self.data_threads)
         if not 0.0 <= self.threshold <= 1.0:
             raise OptionsError("threshold must be in [0, 1], got %r" % self.threshold)
-        tiling(self.tiles, self.tile_overlap)  # refused here, before the slow part
+        check_tile_flags(self.tiles, self.tile_overlap)  # refused here, before the slow part
         if self.image_format not in (None,) + FORMATS:
             raise OptionsError("image_format must be one of %s, got %r"
                                % (", ".join(FORMATS), self.image_format))
@@ -397,26 +392,37 @@ def check_output(output, exist_ok, resume):
                                " and %d more" % more if more > 0 else ""))
 
 
-def run_settings(options, detector):
-    """What decides a run's records, as results.json records it: a run continues
-    (``resume``) only with the same."""
+def run_settings(options, detector, tiles):
+    """What decides a run's records, as results.json records it (``tiles``: the tiling run,
+    :func:`run_tiles`): a run continues (``resume``) only with the same."""
     return {"checkpoint": os.path.realpath(options.checkpoint),
             "epoch": getattr(detector, "epoch", None),
             "class_names": list(detector.class_names), "threshold": options.threshold,
             "max_detections": options.max_detections, "classes": list(options.classes),
             "every": options.every, "exif": options.exif,
             "image_format": options.image_format, "pictures": options.pictures,
-            "crops": options.crops, "txt": options.txt, **tile_settings(options),
+            "crops": options.crops, "txt": options.txt, **tile_settings(tiles),
             # only where chosen: a run at the checkpoint's size continues one from before
             **({"data_shape": detector.preprocessing["data_shape"]}
                if options.data_shape or options.max_size else {})}
 
 
-def tile_settings(options):
+def tile_settings(tiles):
     """The tiling of a run as its settings record it: None for an untiled run, as a run
     recorded before tiles existed reads."""
-    tiles = tiling(options.tiles, options.tile_overlap)
     return {"tiles": tiles and tiles.size, "tile_overlap": tiles and tiles.overlap}
+
+
+def run_tiles(options, detector):
+    """The :class:`~zoo.inference.tiles.Tiling` the run runs (:func:`run_tiling`): the
+    options', else the tiles the checkpoint was trained on, which the log's first line
+    then names with the way to run whole photos only."""
+    tiles = run_tiling(options.tiles, options.tile_overlap, detector.tiles)
+    if options.tiles is None and tiles is not None:
+        LOG.info("detecting in %d-pixel tiles overlapping %g beside the whole photo, as %s "
+                 "was trained (--tiles 0: whole photos only; --tiles SIZE: other tiles)",
+                 tiles.size, tiles.overlap, options.checkpoint)
+    return tiles
 
 
 def earlier_records(path):
@@ -516,17 +522,18 @@ def detect(options, detector=None):
                                              data_threads=options.data_threads,
                                              exif=options.exif, data_shape=options.data_shape,
                                              max_size=options.max_size)
+        tiles = run_tiles(options, detector)
         labels = class_filter(detector.class_names, options.classes)
         expanded = gather_inputs(options)
         with runlock.hold(os.path.join(options.output, LOCK_FILE),
                           "--output folder %s" % options.output):
             # A run may have ended meanwhile.
             check_output(options.output, options.exist_ok, options.resume)
-            settings = run_settings(options, detector)
+            settings = run_settings(options, detector, tiles)
             records = earlier_records(os.path.join(options.output, LINES_FILE))
             first = first_record(options, settings, records)
             return DetectRun(options.output, detector, labels, expanded, settings, records,
-                             first).run(options)
+                             first, tiles).run(options)
 
 
 def stopped_before_detecting(signum):
@@ -544,12 +551,13 @@ class Stopped(Interrupted):
 class DetectRun:
     """One run of :func:`detect` on its expanded inputs, under the lock of its ``output``
     folder: ``records``, results.jsonl's, the run's own from line ``first`` on (those of the
-    run it continues, with ``resume``). Its options are handed to :meth:`run`, which passes
+    run it continues, with ``resume``); ``tiles``: the tiling it runs (None: none). Its options are handed to :meth:`run`, which passes
     them on, so that a reader (and ``farm-studio walk``) follows a flag from the command line
     to its use."""
 
-    def __init__(self, output, detector, labels, expanded, settings, records, first):
-        self.output, self.detector, self.labels = output, detector, labels
+    def __init__(self, output, detector, labels, expanded, settings, records, first,
+                 tiles=None):
+        self.output, self.detector, self.labels, self.tiles = output, detector, labels, tiles
         self.settings, self.records, self.first = settings, records, first
         self.skipped = list(expanded.skipped)
         self.entries = records[first - 1:]
@@ -627,7 +635,7 @@ class DetectRun:
         # Drawn pictures and tiles need every photo whole; crops only those with
         # detections: the others are decoded at the size the network takes (DCT scaling of
         # large JPEGs).
-        whole = options.pictures or options.tiles
+        whole = options.pictures or self.tiles is not None
         source = InputImages(self.inputs, options.strict,
                              keep=options.pictures or options.crops, exif=detector.exif,
                              decode_for=None if whole else detector.preprocessing)
@@ -641,8 +649,7 @@ class DetectRun:
         complete = finished = False
         try:
             outputs = detector_outputs(detector.runner, source, options.batch_size,
-                                       tiling(options.tiles, options.tile_overlap),
-                                       options.threshold)
+                                       self.tiles, options.threshold)
             for index, rows, size in outputs:
                 if rows is None:
                     item = Skipped(self.inputs[index].path, "unreadable", source.errors[index])

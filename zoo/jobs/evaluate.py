@@ -10,9 +10,11 @@ from zoo.errors import OptionsError
 from zoo.flags import (ARTIFACT_OR_DEPLOYED, annotations_flag, checkpoint_flag,
                        class_map_flag, data_root_flag, data_shape_flag, data_threads_flag,
                        dataset_flag, epoch_flag, flag, image_dir_flag, inference_batch_flag,
-                       max_size_flag, options_from, progress_flag, skip_bad_flag)
+                       max_size_flag, options_from, progress_flag, skip_bad_flag,
+                       tile_overlap_flag, tiles_flag)
 from zoo.checkpoint import open_detector
 from zoo.inference.evaluation import coco_report, dataset_rows, voc_scores
+from zoo.inference.tiles import check_tile_flags, run_tiling, tiles_record
 from zoo.jobs.datasets import DataSplit, checkpoint_name, open_for_artifact, relabel
 
 __all__ = ["EvalOptions", "evaluate", "format_table"]
@@ -42,6 +44,12 @@ class EvalOptions:
     # None: the dataset's classes are the artifact's; else pairs (dataset class, artifact
     # class) matching a dataset of some (or renamed) classes, see jobs.datasets.class_lookup
     class_map: Optional[Tuple[Tuple[str, str], ...]] = class_map_flag()
+    # whole photos run whole and in tiles, as zoo detect; None: the checkpoint's, 0: none
+    tiles: Optional[int] = tiles_flag()
+    tile_overlap: Optional[float] = tile_overlap_flag(of_checkpoint=True)  # None: as tiles
+
+    def __post_init__(self):
+        check_tile_flags(self.tiles, self.tile_overlap)  # refused before the detector loads
 
     @classmethod
     def from_flags(cls, args, **values):
@@ -59,14 +67,18 @@ class EvalResult:
     coco: dict                           # {"AP": ..., "AP50": ..., "AP75": ..., ...}
     coco_classes: dict                   # {class: COCO AP, "mAP": AP}
     output: str                          # the results JSON written
+    tiles: Optional[dict] = None         # {"size", "overlap"} of the tiles run, None: none
 
 
 def evaluate(options):
     """Detect on every image of the split with :func:`zoo.open_detector` of the checkpoint,
-    score, and write the results JSON (and the COCO detections beside it)."""
+    score, and write the results JSON (and the COCO detections beside it). Each image is
+    scored whole, run whole and in tiles where the options or the checkpoint ask for tiles
+    (:func:`zoo.inference.tiles.run_tiling`), as ``zoo detect`` runs it."""
     detector = open_detector(options.checkpoint, options.epoch,
                              data_threads=options.data_threads, data_shape=options.data_shape,
                              max_size=options.max_size)
+    tiles = run_tiling(options.tiles, options.tile_overlap, detector.tiles)
     split = DataSplit(options.dataset, options.data_root, options.split, options.skip_bad,
                       options.data_threads, options.annotations, options.image_dir)
     dataset, lookup = open_for_artifact(split, detector.class_names,
@@ -74,7 +86,8 @@ def evaluate(options):
                                         options.class_map)
     scoring = {"checkpoint": options.checkpoint, "epoch": detector.epoch, "data": str(split),
                "data_files": split.files(),
-               "class_map": None if options.class_map is None else dict(options.class_map)}
+               "class_map": None if options.class_map is None else dict(options.class_map),
+               "tiles": tiles_record(tiles)}
     if options.data_shape or options.max_size:  # a scoring at the checkpoint's size has none
         scoring["data_shape"] = detector.preprocessing["data_shape"]
     output = options.output or default_output(options, detector.epoch)
@@ -82,8 +95,8 @@ def evaluate(options):
         check_replaceable(output, scoring)
     # Before the predictions: a folder that cannot be made fails now, not after them.
     os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
-    detections = relabel(dataset_rows(detector, dataset, options.batch_size, options.progress),
-                         lookup)
+    detections = relabel(dataset_rows(detector, dataset, options.batch_size, options.progress,
+                                      tiles), lookup)
     coco, coco_classes = coco_report(
         dataset, detections, results_json=os.path.splitext(output)[0] + "-detections.json",
         category_ids=dataset_category_ids(detector.category_ids, lookup,
@@ -91,7 +104,7 @@ def evaluate(options):
     result = EvalResult(
         epoch=detector.epoch, images=len(dataset), precision=detector.precision,
         class_names=list(dataset.class_names), voc=voc_scores(dataset, detections),
-        coco=coco, coco_classes=coco_classes, output=output)
+        coco=coco, coco_classes=coco_classes, output=output, tiles=tiles_record(tiles))
     with open(output, "w") as stream:
         json.dump(dict(scoring, images=result.images, precision=result.precision,
                        voc=result.voc, coco=result.coco,
@@ -110,10 +123,10 @@ def default_output(options, epoch):
     return "%s-eval-%s.json" % (base, what)
 
 
-SAME_SCORING = ("epoch", "data_files", "class_map", "data_shape")
+SAME_SCORING = ("epoch", "data_files", "class_map", "data_shape", "tiles")
 """What makes a results file the score this evaluation makes again (its default name
 already names the checkpoint): the epoch, the data read (by real paths, whatever folder
-the command ran in), the class map and the input size where one was chosen."""
+the command ran in), the class map, the input size where one was chosen and the tiles."""
 
 
 def check_replaceable(output, scoring):

@@ -188,7 +188,8 @@ def _export(options):
     symbol = source.symbol if derived else (None if options.fused else source.model.symbol())
     meta_path = artifact.save(options.output, source.epoch, source.model, source.arg_params,
                               source.aux_params, symbol=symbol, precision=source.precision,
-                              preprocessing=source.preprocessing if sized(options) else None)
+                              preprocessing=source.preprocessing if sized(options) else None,
+                              tiles=source.tiles)
     return ExportResult(options.output, source.epoch, meta_path)
 
 

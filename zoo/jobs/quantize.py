@@ -116,7 +116,8 @@ def _quantize(options, output):
     symbol, arg_params, aux_params, precision = make(options, source)
     os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
     artifact.save(output, source.epoch, source.model, arg_params, aux_params, symbol=symbol,
-                  precision=precision, preprocessing=source.preprocessing)
+                  precision=precision, preprocessing=source.preprocessing,
+                  tiles=source.tiles)
     return QuantizeResult(prefix=output, epoch=source.epoch, precision=precision)
 
 

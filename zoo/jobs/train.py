@@ -12,6 +12,7 @@ from typing import Optional
 from zoo import artifact, runlock
 from zoo.engine import finetune
 from zoo.data import DetectionLoader, inference_transform, train_transform
+from zoo.data.tiles import TiledDataset
 from zoo.distributed.cluster import create_dist_kvstore, is_distributed, is_synchronous
 from zoo.engine.health import census
 from zoo.engine.health.first_batch import FirstBatch, picture_path
@@ -27,6 +28,7 @@ from zoo.engine.hooks import DivergenceCheck, ProgressBar, default_hooks, last_c
 from zoo.engine.precision import resolve_dtype
 from zoo.engine.trainer import Trainer, TrainingInterrupted
 from zoo.errors import OptionsError
+from zoo.inference.tiles import tiling
 from zoo.model import build_model
 from zoo.config.registry import network_config
 from zoo.jobs import LOG_FORMAT
@@ -91,6 +93,8 @@ def make_trainer(options, kvstore=None):
         for line in data_census(options, model, train_set, val_set, health):
             LOG.info("%s", line)
     loader = training_loader(options, model, train_set, num_workers, rank)
+    if options.tiles:
+        LOG.info("%s", tiles_line(loader))
     if kvstore is not None:
         LOG.info("%s worker rank %d of %d: %d of %d samples, %d steps per epoch, %d samples "
                  "per step in all", kvstore.type, rank, num_workers,
@@ -101,7 +105,8 @@ def make_trainer(options, kvstore=None):
                           val_interval=options.val_interval, keep_last=options.keep_last,
                           overwrite=options.overwrite, progress=options.progress,
                           run=run_record(options),
-                          checks=health_checks(options, prefix, train_set, val_set, model))
+                          checks=health_checks(options, prefix, loader.dataset, val_set, model),
+                          tiles=tiling(options.tiles, options.tile_overlap))
     return Trainer(model, loader, resolved(options, lr, precision), hooks=hooks,
                    kvstore=kvstore, initial_params=initial_params(options, model),
                    health=health)
@@ -196,13 +201,31 @@ def data_census(options, model, train_set, val_set, health):
 
 def training_loader(options, model, train_set, num_workers=1, rank=0):
     """The loader of this worker's shard of ``train_set`` through ``model``'s augmentation,
-    batches in the order the run's seed gives."""
+    batches in the order the run's seed gives. With ``tiles`` it loads the photos' tiles
+    (:class:`zoo.data.tiles.TiledDataset`, its ``dataset``), the last batch of an epoch
+    filled up rather than dropped: every photo is seen every epoch."""
     transform = train_transform(model.preprocessing(), options.max_expand, options.crop)
-    max_objects = max(1, max(len(r.class_ids) for r in train_set.records))
-    return DetectionLoader(train_set, options.batch_size, transform, shuffle=True,
+    tiles = tiling(options.tiles, options.tile_overlap)
+    items = train_set if tiles is None else TiledDataset(train_set, tiles, options.empty_tiles)
+    max_objects = max(1, max(len(r.class_ids) for r in items.records))
+    return DetectionLoader(items, options.batch_size, transform, shuffle=True,
                            seed=options.seed, num_workers=options.data_threads,
                            max_objects=max_objects, num_shards=num_workers, shard_index=rank,
-                           skip_bad=options.skip_bad, max_skipped=options.max_skipped)
+                           skip_bad=options.skip_bad, max_skipped=options.max_skipped,
+                           last_batch="discard" if tiles is None else "pad")
+
+
+def tiles_line(loader):
+    """What a run on tiles trains each epoch and how it validates, in one line."""
+    tiled = loader.dataset
+    items = tiled.epoch_items(loader.seed, loader.next_epoch)
+    return ("tiles: %d-pixel tiles overlapping %g of the %d photos, each epoch %d windows of "
+            "%d photos (the whole photo and its tiles): the %d with a box, %d of the %d "
+            "without (--empty-tiles %g); validation scores whole photos run whole and in "
+            "these tiles, as zoo detect runs the artifact" % (
+                tiled.tiles.size, tiled.tiles.overlap, len(tiled.dataset), len(items),
+                len(tiled.epoch_photos(items)), len(tiled.boxed), len(items) - len(tiled.boxed),
+                len(tiled.empty), tiled.empty_tiles))
 
 
 def initial_params(options, model):
@@ -315,11 +338,13 @@ def resolved(options, lr, precision):
 
 def check_options(options):
     """Refuse options the trainer or the optimizer would (the dtype, the freeze patterns,
-    the lr schedule, ...), before the run touches anything."""
+    the lr schedule, ...), and tiles :class:`zoo.inference.tiles.Tiling` would, before the
+    run touches anything."""
     # Any positive lr checks the schedule: the run's own depends on the model (learning_rate).
     run = resolved(options, options.lr or 1.0, resolve_dtype(options.dtype, options.ctx)[0])
     run.check_trainer()
     run.check_optimizer()
+    tiling(options.tiles, options.tile_overlap)
 
 
 def run_record(options):

@@ -15,12 +15,13 @@ from dataclasses import dataclass
 from typing import Optional
 
 from zoo.choices import OVERFIT_FRACTION
+from zoo.data.tiles import DEFAULT_EMPTY_TILES, MIN_KEPT
 from zoo.distributed.cluster import DEFAULT_CONNECT_TIMEOUT
 from zoo.engine.options import KV_STORES, OptimizerOptions, TrainerOptions
 from zoo.flags import (annotations_flag, data_root_flag, data_shape_flag, data_threads_flag,
                        dataset_flag, flag, float_in, fraction, image_dir_flag, nonnegative_int,
                        options_from, positive_float, positive_int, progress_flag,
-                       skip_bad_flag)
+                       skip_bad_flag, tile_overlap_flag, tiles_flag)
 from zoo.flags import network as network_name  # "network" is the field's name
 
 __all__ = ["KV_STORES", "TrainOptions"]
@@ -75,6 +76,14 @@ class TrainOptions(TrainerOptions, OptimizerOptions):
     max_expand: float = flag(4.0, "largest zoom-out of the expansion augmentation (1 disables "
                                   "it)", type=float_in(1.0))
     crop: bool = flag(True, "no IoU-constrained random crop in the augmentation")
+    tiles: Optional[int] = tiles_flag(training=True)  # None: whole photos (zoo.data.tiles)
+    tile_overlap: Optional[float] = tile_overlap_flag()  # None: the tiles' default
+    empty_tiles: float = flag(
+        DEFAULT_EMPTY_TILES, "with --tiles: tiles without a box trained each epoch per tile "
+                             "with one, drawn afresh each epoch (at least one of each photo "
+                             "without a box, so every epoch sees every photo); a box cut by a "
+                             "tile's edge is kept, clipped, when at least %g of it is inside"
+                             % MIN_KEPT, type=float_in(0.0), metavar="RATIO")
     skip_bad: bool = skip_bad_flag()
     max_skipped: float = flag(
         0.2, "with --skip-bad: stop when more than this share of a split's images would be "

@@ -144,7 +144,7 @@ def _source(image, tiles):
 
 @pytest.mark.parametrize("size,overlap,words", [(MIN_TILE - 1, 0.2, "at least %d" % MIN_TILE),
                                                 (800, 1.0, "[0, 1)"), (800, -0.1, "[0, 1)"),
-                                                (None, 0.3, "needs a tile size")])
+                                                (0, 0.3, "with --tiles 0")])
 def test_a_bad_setting_is_one_line(size, overlap, words):
     with pytest.raises(OptionsError) as error:
         DetectOptions(checkpoint="x", inputs=("a.jpg",), tiles=size, tile_overlap=overlap)
@@ -247,9 +247,16 @@ def test_zoo_detect_tiles_on_an_artifact(tmp_path, detect_prefix, capsys):
 @pytest.mark.parametrize("flags,words", [(["--tiles", "32"], "at least %d" % MIN_TILE),
                                          (["--tiles", "800", "--tile-overlap", "1"],
                                           "argument --tile-overlap"),
+                                         (["--tiles", "0", "--tile-overlap", "0.3"],
+                                          "with --tiles 0"),
                                          (["--tile-overlap", "0.3"], "needs a tile size")])
-def test_zoo_detect_refuses_a_bad_tile_setting_in_one_line(tmp_path, capsys, flags, words):
-    status, err = zoo_detect(capsys, "--checkpoint", str(tmp_path / "none"), "a.jpg", *flags)
+def test_zoo_detect_refuses_a_bad_tile_setting_in_one_line(tmp_path, capsys, flags, words,
+                                                           detect_prefix):
+    """Refused in one line; an overlap alone only once the checkpoint (``detect_prefix``,
+    not trained on tiles) says it has no tiles to overlap."""
+    cv2.imwrite(str(tmp_path / "a.jpg"), photo_with(SMALL, 400, 300))
+    status, err = zoo_detect(capsys, "--checkpoint", detect_prefix, str(tmp_path / "a.jpg"),
+                             "--output", str(tmp_path / "out"), *flags)
     assert status in (1, 2)  # a user error, a usage error
     assert err.startswith("zoo detect: error: ") and err.count("\n") == 1
     assert words in err

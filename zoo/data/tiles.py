@@ -1,0 +1,156 @@
+"""Training on tiles: a dataset's photos cut, as they load, into the windows ``zoo detect
+--tiles`` runs (:func:`zoo.inference.tiles.windows`: the whole photo, then overlapping square
+tiles), so that the network learns small objects at the scale tiled detection shows them.
+No tile is written to disk.
+
+Each window is an item of :class:`TiledDataset`, its boxes those of the photo clipped to it
+(a box cut by its edge kept when at least :data:`MIN_KEPT` of it lies inside). Windows with
+a box are trained every epoch; windows without one (most of a photo of a few small objects)
+are drawn afresh each epoch, ``empty_tiles`` of them per window with a box, at least one
+of each photo that has no box at all, so that every epoch sees every photo
+(:meth:`TiledDataset.epoch_items`)."""
+import collections
+import threading
+
+import numpy as np
+
+from zoo.data.conventions import pixel_offset
+from zoo.data.dataset import DetectionDataset
+from zoo.data.records import Record
+from zoo.inference.tiles import windows
+
+__all__ = ["DEFAULT_EMPTY_TILES", "MIN_KEPT", "TiledDataset", "window_record"]
+
+MIN_KEPT = 0.5
+"""The share of a box's area that must lie inside a window for the window to keep (the
+clipped part of) it. At least half of an object still shows what it is, and the network
+learns to find objects cut by a tile's edge, whose pieces the tiled merge joins back
+(:func:`zoo.inference.tiles.merge`); a smaller sliver shows too little to tell and is left
+out. Nothing is lost by it: the tiles overlap (:data:`~zoo.inference.tiles.DEFAULT_OVERLAP`
+of their side), so an object up to that share of a tile lies whole in a neighbour."""
+DEFAULT_EMPTY_TILES = 0.5
+"""Windows without a box trained each epoch per window with one: enough background (the
+photo's distractors) that the network does not fire on every tile it sees at detection,
+where most tiles hold nothing, without drowning the few tiles that hold objects."""
+PHOTO_CACHE_BYTES = 384 << 20
+"""Decoded photos kept for their next windows: a 1600x1200 photo is decoded once for the
+several windows an epoch draws from it while it is in (66 such photos fit; a 4000x3000 one
+holds 36 MB)."""
+EMPTY_DRAW_KEY = (0, 0, 0)
+"""Appended to ``[seed, epoch]`` for the RandomState drawing an epoch's empty windows: five
+numbers, as no sample's key (three or four, :func:`zoo.data.loader.sample_rng`) or the
+epoch's order's (two) is."""
+
+
+def window_record(record, window, offset=0, min_kept=MIN_KEPT):
+    """The :class:`Record` of ``window`` ``(x0, y0, x1, y1)`` of ``record``'s photo: its
+    boxes clipped to the window and shifted to its corner, those with at least ``min_kept``
+    of their area inside (measured ``offset`` pixels wider, 1 for inclusive corners:
+    :func:`zoo.data.conventions.pixel_offset`)."""
+    x0, y0, x1, y1 = window
+    boxes = np.asarray(record.boxes, np.float64).reshape(-1, 4)
+    clipped = np.column_stack([np.maximum(boxes[:, 0], x0), np.maximum(boxes[:, 1], y0),
+                               np.minimum(boxes[:, 2], x1 - offset),
+                               np.minimum(boxes[:, 3], y1 - offset)])
+    inside = (np.clip(clipped[:, 2] - clipped[:, 0] + offset, 0, None)
+              * np.clip(clipped[:, 3] - clipped[:, 1] + offset, 0, None))
+    whole = (boxes[:, 2] - boxes[:, 0] + offset) * (boxes[:, 3] - boxes[:, 1] + offset)
+    keep = (inside > 0) & (inside >= min_kept * whole)
+    return Record(path=record.path, width=x1 - x0, height=y1 - y0,
+                  boxes=(clipped[keep] - [x0, y0, x0, y0]).astype(np.float32),
+                  class_ids=np.asarray(record.class_ids)[keep],
+                  difficult=np.asarray(record.difficult)[keep], key=(record.key, tuple(window)),
+                  orientation=record.orientation)
+
+
+class TiledDataset(DetectionDataset):
+    """The windows of ``dataset``'s photos in ``tiles`` (a
+    :class:`~zoo.inference.tiles.Tiling`) as items: ``records`` one per window
+    (:func:`window_record`), ``dataset[i]`` window ``i`` cut from its decoded photo with its
+    label. ``photos[i]`` is the index in ``dataset`` of window ``i``'s photo. A loader runs
+    the items :meth:`epoch_items` draws for its epoch."""
+
+    def __init__(self, dataset, tiles, empty_tiles=DEFAULT_EMPTY_TILES, min_kept=MIN_KEPT):
+        offset = pixel_offset(dataset.box_convention)
+        records, photos, self.windows = [], [], []
+        for index, record in enumerate(dataset.records):
+            for window in windows(record.width, record.height, tiles):
+                records.append(window_record(record, window, offset, min_kept))
+                photos.append(index)
+                self.windows.append(window)
+        super().__init__(records, dataset.class_names, dataset.box_convention)
+        self.dataset, self.tiles, self.empty_tiles = dataset, tiles, empty_tiles
+        self.source, self.category_ids = dataset.source, dataset.category_ids
+        self.photos = np.array(photos, np.int64)
+        boxed = np.array([len(record.boxes) > 0 for record in records], bool)
+        self.boxed, self.empty = np.flatnonzero(boxed), np.flatnonzero(~boxed)
+        # The windows of each photo with no box in any window: one is drawn every epoch.
+        bare = np.setdiff1d(np.arange(len(dataset.records)), self.photos[self.boxed])
+        self.bare = [np.flatnonzero(self.photos == photo) for photo in bare]
+        self.cache = PhotoCache(PHOTO_CACHE_BYTES)
+
+    def epoch_items(self, seed, epoch):
+        """The windows epoch ``epoch`` trains, in index order: every window with a box, and
+        ``empty_tiles`` as many without (all there are, at most), drawn from ``(seed,
+        epoch)``; among them one window of each photo without a box."""
+        rng = np.random.RandomState([seed, epoch, *EMPTY_DRAW_KEY])
+        wanted = min(len(self.empty), max(len(self.bare),
+                                          int(round(self.empty_tiles * len(self.boxed)))))
+        chosen = np.array([rng.choice(windows_of) for windows_of in self.bare], np.int64)
+        rest = np.setdiff1d(self.empty, chosen)
+        drawn = rng.choice(rest, wanted - len(chosen), replace=False)
+        return np.sort(np.concatenate([self.boxed, chosen, drawn]).astype(np.int64))
+
+    def epoch_photos(self, items):
+        """The photos (indices in the dataset) the windows ``items`` come from."""
+        return np.unique(self.photos[np.asarray(items, np.int64)])
+
+    def __getitem__(self, index):
+        x0, y0, x1, y1 = self.windows[index]
+        photo = self.photo(int(self.photos[index]))
+        return np.ascontiguousarray(photo[y0:y1, x0:x1]), self.records[index].label()
+
+    def photo(self, index):
+        """The decoded photo ``index`` of the dataset (from the cache if it holds it)."""
+        image = self.cache.get(index)
+        if image is None:
+            image, _ = self.dataset[index]
+            self.cache.put(index, image)
+        return image
+
+    def image_path(self, index):
+        return self.dataset.image_path(int(self.photos[index]))
+
+    def dropped(self):
+        return self.dataset.dropped()
+
+    def __repr__(self):
+        return "%s(%d windows of %r in %d-pixel tiles)" % (
+            type(self).__name__, len(self), self.dataset, self.tiles.size)
+
+
+class PhotoCache:
+    """Decoded photos, the most recently used kept up to ``limit`` bytes (thread-safe: the
+    loader's workers share it)."""
+
+    def __init__(self, limit):
+        self.limit, self.held = limit, 0
+        self.images = collections.OrderedDict()
+        self.lock = threading.Lock()
+
+    def get(self, key):
+        with self.lock:
+            image = self.images.get(key)
+            if image is not None:
+                self.images.move_to_end(key)
+            return image
+
+    def put(self, key, image):
+        with self.lock:
+            if key in self.images or image.nbytes > self.limit:
+                return
+            self.images[key] = image
+            self.held += image.nbytes
+            while self.held > self.limit:
+                _, old = self.images.popitem(last=False)
+                self.held -= old.nbytes
