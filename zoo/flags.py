@@ -311,7 +311,7 @@ def tiles_flag(training=False):
     """``--tiles SIZE``: a run's tile side in pixels (:mod:`zoo.inference.tiles`). Training
     cuts its photos into such tiles; a command running a checkpoint runs them beside the whole
     photo, by default those the checkpoint was trained on (0: none)."""
-    from zoo.inference.tiles import MIN_TILE  # no MXNet
+    from zoo.data.tiles import MIN_TILE  # no MXNet
     if training:
         return flag(None, "train on overlapping square tiles of SIZE pixels of each photo, cut "
                           "as it loads (boxes clipped to each tile), and validate whole photos "
@@ -328,7 +328,7 @@ def tiles_flag(training=False):
 
 def tile_overlap_flag(of_checkpoint=False):
     """``--tile-overlap SHARE``: the share of a tile's side its neighbours overlap."""
-    from zoo.inference.tiles import DEFAULT_OVERLAP  # no MXNet
+    from zoo.data.tiles import DEFAULT_OVERLAP  # no MXNet
     return flag(None, "share of a tile's side its neighbours overlap (default %s)" % (
         "the checkpoint's tiles', else %g" % DEFAULT_OVERLAP if of_checkpoint
         else "%g" % DEFAULT_OVERLAP), type=float_in(0.0, 1.0, high_open=True), metavar="SHARE")

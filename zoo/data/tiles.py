@@ -1,7 +1,8 @@
-"""Training on tiles: a dataset's photos cut, as they load, into the windows ``zoo detect
---tiles`` runs (:func:`zoo.inference.tiles.windows`: the whole photo, then overlapping square
-tiles), so that the network learns small objects at the scale tiled detection shows them.
-No tile is written to disk.
+"""Tiles of photos: the one grid training and detection cut photos by (:class:`Tiling`,
+:func:`windows`: the whole photo, then overlapping square tiles; tiled detection,
+:mod:`zoo.inference.tiles`, runs it), and training on tiles: a dataset's photos cut into
+those windows as they load, so that the network learns small objects at the scale tiled
+detection shows them. No tile is written to disk.
 
 Each window is an item of :class:`TiledDataset`, its boxes those of the photo clipped to it
 (a box cut by its edge kept when at least :data:`MIN_KEPT` of it lies inside). Windows with
@@ -10,23 +11,33 @@ are drawn afresh each epoch, ``empty_tiles`` of them per window with a box, at l
 of each photo that has no box at all, so that every epoch sees every photo
 (:meth:`TiledDataset.epoch_items`)."""
 import collections
+import math
 import threading
+from dataclasses import dataclass
 
 import numpy as np
 
 from zoo.data.conventions import pixel_offset
 from zoo.data.dataset import DetectionDataset
 from zoo.data.records import Record
-from zoo.inference.tiles import windows
+from zoo.errors import OptionsError
 
-__all__ = ["DEFAULT_EMPTY_TILES", "MIN_KEPT", "TiledDataset", "window_record"]
+__all__ = ["DEFAULT_EMPTY_TILES", "DEFAULT_OVERLAP", "MIN_KEPT", "MIN_TILE", "TiledDataset",
+           "Tiling", "recorded_tiling", "tile_starts", "tiles_record", "tiling", "window_record",
+           "windows"]
 
+DEFAULT_OVERLAP = 0.2
+"""The share of a tile's side its neighbours overlap unless asked otherwise (SAHI's default):
+an object up to a fifth of a tile across lies whole in one tile or the other."""
+MIN_TILE = 64
+"""The smallest tile side, in pixels: smaller tiles hold too little around an object to tell
+what it is, and a 12-megapixel photo would be thousands of them."""
 MIN_KEPT = 0.5
 """The share of a box's area that must lie inside a window for the window to keep (the
 clipped part of) it. At least half of an object still shows what it is, and the network
 learns to find objects cut by a tile's edge, whose pieces the tiled merge joins back
 (:func:`zoo.inference.tiles.merge`); a smaller sliver shows too little to tell and is left
-out. Nothing is lost by it: the tiles overlap (:data:`~zoo.inference.tiles.DEFAULT_OVERLAP`
+out. Nothing is lost by it: the tiles overlap (:data:`DEFAULT_OVERLAP`
 of their side), so an object up to that share of a tile lies whole in a neighbour."""
 DEFAULT_EMPTY_TILES = 0.5
 """Windows without a box trained each epoch per window with one: enough background (the
@@ -40,6 +51,71 @@ EMPTY_DRAW_KEY = (0, 0, 0)
 """Appended to ``[seed, epoch]`` for the RandomState drawing an epoch's empty windows: five
 numbers, as no sample's key (three or four, :func:`zoo.data.loader.sample_rng`) or the
 epoch's order's (two) is."""
+
+
+@dataclass(frozen=True)
+class Tiling:
+    """Square tiles of ``size`` pixels of the photo, neighbours sharing at least ``overlap``
+    of a tile's side; refused in one line (:class:`zoo.errors.OptionsError`) outside
+    ``size >= MIN_TILE`` and ``0 <= overlap < 1``."""
+    size: int
+    overlap: float = DEFAULT_OVERLAP
+
+    def __post_init__(self):
+        if isinstance(self.size, bool) or not isinstance(self.size, (int, np.integer)) \
+                or self.size < MIN_TILE:
+            raise OptionsError("tiles: the tile side must be a whole number of pixels, at "
+                               "least %d, got %r" % (MIN_TILE, self.size))
+        if not 0.0 <= self.overlap < 1.0:
+            raise OptionsError("tile overlap must be in [0, 1) (a share of the tile's side), "
+                               "got %r" % (self.overlap,))
+
+
+def tiling(size, overlap=None):
+    """The :class:`Tiling` of a tile side and overlap as a user gives them (None: no tiles,
+    the default overlap); an overlap without a tile side is refused, never ignored."""
+    if size is None:
+        if overlap is not None:
+            raise OptionsError("a tile overlap (%r) needs a tile size: give --tiles SIZE "
+                               "(tiles= in Python) too" % (overlap,))
+        return None
+    return Tiling(size, DEFAULT_OVERLAP if overlap is None else overlap)
+
+
+def tiles_record(tiles):
+    """What an artifact records of the :class:`Tiling` its model was trained on (JSON):
+    ``{"size", "overlap"}``, None for whole photos."""
+    return None if tiles is None else {"size": int(tiles.size), "overlap": float(tiles.overlap)}
+
+
+def recorded_tiling(record):
+    """The :class:`Tiling` of an artifact's record (:func:`tiles_record`), None for none."""
+    return None if not record else Tiling(int(record["size"]), float(record["overlap"]))
+
+
+def tile_starts(length, tile, overlap):
+    """Where tiles of ``tile`` pixels start along a side of ``length``: as few as keep each
+    pair of neighbours sharing at least ``overlap * tile`` pixels, spread evenly from 0 to
+    ``length - tile``. The last tile ends on the border instead of hanging over it, so every
+    tile has one shape (they batch together) and holds only photo."""
+    if length <= tile:
+        return [0]
+    stride = max(1, math.floor(tile * (1.0 - overlap)))  # whole pixels: rounding never
+    count = math.ceil((length - tile) / stride) + 1      # shrinks an overlap below the asked
+    return [index * (length - tile) // (count - 1) for index in range(count)]
+
+
+def windows(width, height, tiles):
+    """The windows ``(x0, y0, x1, y1)`` a photo of ``width`` x ``height`` runs: the whole
+    photo first, then the tiles (none where the photo fits in one tile: its full pass sees it
+    at least as large as a tile would). A tile is square unless the photo is narrower."""
+    full = (0, 0, width, height)
+    if width <= tiles.size and height <= tiles.size:
+        return [full]
+    tile_w, tile_h = min(tiles.size, width), min(tiles.size, height)
+    return [full] + [(x, y, x + tile_w, y + tile_h)
+                     for y in tile_starts(height, tile_h, tiles.overlap)
+                     for x in tile_starts(width, tile_w, tiles.overlap)]
 
 
 def window_record(record, window, offset=0, min_kept=MIN_KEPT):
@@ -64,8 +140,7 @@ def window_record(record, window, offset=0, min_kept=MIN_KEPT):
 
 
 class TiledDataset(DetectionDataset):
-    """The windows of ``dataset``'s photos in ``tiles`` (a
-    :class:`~zoo.inference.tiles.Tiling`) as items: ``records`` one per window
+    """The windows of ``dataset``'s photos in ``tiles`` (a :class:`Tiling`) as items: ``records`` one per window
     (:func:`window_record`), ``dataset[i]`` window ``i`` cut from its decoded photo with its
     label. ``photos[i]`` is the index in ``dataset`` of window ``i``'s photo. A loader runs
     the items :meth:`epoch_items` draws for its epoch."""

@@ -12,12 +12,13 @@ Every runtime runs tiles the same way: the tiles and the full pass of a photo ar
 of the detector's own batch runner (:class:`zoo.inference.runner.BatchRunner`), so they run
 in batches on whatever engine it has, while the next photo is decoded (:func:`tiled_outputs`).
 """
-import math
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 
 import numpy as np
 
+# The grid, shared with training on tiles (zoo.data.tiles), is handed on from here too.
+from zoo.data.tiles import (DEFAULT_OVERLAP, MIN_TILE, Tiling, recorded_tiling, tile_starts,
+                            tiles_record, tiling, windows)
 from zoo.errors import OptionsError
 from zoo.progress import NoBar, progress_bar
 
@@ -26,12 +27,6 @@ __all__ = ["CONTAINED", "CUT_MARGIN", "DEFAULT_OVERLAP", "MERGE_IOU", "MIN_TILE"
            "recorded_tiling", "run_tiling", "tile_starts", "tiled_outputs", "tiles_record",
            "tiling", "windows"]
 
-DEFAULT_OVERLAP = 0.2
-"""The share of a tile's side its neighbours overlap unless asked otherwise (SAHI's default):
-an object up to a fifth of a tile across lies whole in one tile or the other."""
-MIN_TILE = 64
-"""The smallest tile side, in pixels: smaller tiles hold too little around an object to tell
-what it is, and a 12-megapixel photo would be thousands of them."""
 CUT_MARGIN = 0.02
 """How close to a tile's inner edge (one not on the photo's border), as a share of the tile's
 side, a box's edge marks it as cut there: a network stops a cut object's box at the edge or a
@@ -47,46 +42,6 @@ MERGE_IOU = 0.5
 """Boxes of one class overlapping at least this IoU are one object (the higher score kept):
 the full pass and the tiles, or two tiles' overlap, see the same object with slightly
 different boxes."""
-
-
-@dataclass(frozen=True)
-class Tiling:
-    """Square tiles of ``size`` pixels of the photo, neighbours sharing at least ``overlap``
-    of a tile's side; refused in one line (:class:`zoo.errors.OptionsError`) outside
-    ``size >= MIN_TILE`` and ``0 <= overlap < 1``."""
-    size: int
-    overlap: float = DEFAULT_OVERLAP
-
-    def __post_init__(self):
-        if isinstance(self.size, bool) or not isinstance(self.size, (int, np.integer)) \
-                or self.size < MIN_TILE:
-            raise OptionsError("tiles: the tile side must be a whole number of pixels, at "
-                               "least %d, got %r" % (MIN_TILE, self.size))
-        if not 0.0 <= self.overlap < 1.0:
-            raise OptionsError("tile overlap must be in [0, 1) (a share of the tile's side), "
-                               "got %r" % (self.overlap,))
-
-
-def tiling(size, overlap=None):
-    """The :class:`Tiling` of a tile side and overlap as a user gives them (None: no tiles,
-    the default overlap); an overlap without a tile side is refused, never ignored."""
-    if size is None:
-        if overlap is not None:
-            raise OptionsError("a tile overlap (%r) needs a tile size: give --tiles SIZE "
-                               "(tiles= in Python) too" % (overlap,))
-        return None
-    return Tiling(size, DEFAULT_OVERLAP if overlap is None else overlap)
-
-
-def tiles_record(tiles):
-    """What an artifact records of the :class:`Tiling` its model was trained on (JSON):
-    ``{"size", "overlap"}``, None for whole photos."""
-    return None if tiles is None else {"size": int(tiles.size), "overlap": float(tiles.overlap)}
-
-
-def recorded_tiling(record):
-    """The :class:`Tiling` of an artifact's record (:func:`tiles_record`), None for none."""
-    return None if not record else Tiling(int(record["size"]), float(record["overlap"]))
 
 
 def check_tile_flags(size, overlap):
@@ -118,31 +73,6 @@ def run_tiling(size, overlap, trained):
         raise OptionsError("a tile overlap (%r) needs a tile size: give --tiles SIZE too (the "
                            "checkpoint was not trained on tiles)" % (overlap,))
     return tiling(size, overlap)
-
-
-def tile_starts(length, tile, overlap):
-    """Where tiles of ``tile`` pixels start along a side of ``length``: as few as keep each
-    pair of neighbours sharing at least ``overlap * tile`` pixels, spread evenly from 0 to
-    ``length - tile``. The last tile ends on the border instead of hanging over it, so every
-    tile has one shape (they batch together) and holds only photo."""
-    if length <= tile:
-        return [0]
-    stride = max(1, math.floor(tile * (1.0 - overlap)))  # whole pixels: rounding never
-    count = math.ceil((length - tile) / stride) + 1      # shrinks an overlap below the asked
-    return [index * (length - tile) // (count - 1) for index in range(count)]
-
-
-def windows(width, height, tiles):
-    """The windows ``(x0, y0, x1, y1)`` a photo of ``width`` x ``height`` runs: the whole
-    photo first, then the tiles (none where the photo fits in one tile: its full pass sees it
-    at least as large as a tile would). A tile is square unless the photo is narrower."""
-    full = (0, 0, width, height)
-    if width <= tiles.size and height <= tiles.size:
-        return [full]
-    tile_w, tile_h = min(tiles.size, width), min(tiles.size, height)
-    return [full] + [(x, y, x + tile_w, y + tile_h)
-                     for y in tile_starts(height, tile_h, tiles.overlap)
-                     for x in tile_starts(width, tile_w, tiles.overlap)]
 
 
 def cut_edges(rows, window, width, height):

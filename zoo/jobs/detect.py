@@ -551,9 +551,9 @@ class Stopped(Interrupted):
 class DetectRun:
     """One run of :func:`detect` on its expanded inputs, under the lock of its ``output``
     folder: ``records``, results.jsonl's, the run's own from line ``first`` on (those of the
-    run it continues, with ``resume``); ``tiles``: the tiling it runs (None: none). Its options are handed to :meth:`run`, which passes
-    them on, so that a reader (and ``farm-studio walk``) follows a flag from the command line
-    to its use."""
+    run it continues, with ``resume``); ``tiles``: the tiling it runs (None: none). Its
+    options are handed to :meth:`run`, which passes them on, so that a reader (and
+    ``farm-studio walk``) follows a flag from the command line to its use."""
 
     def __init__(self, output, detector, labels, expanded, settings, records, first,
                  tiles=None):

@@ -12,7 +12,7 @@ from typing import Optional
 from zoo import artifact, runlock
 from zoo.engine import finetune
 from zoo.data import DetectionLoader, inference_transform, train_transform
-from zoo.data.tiles import TiledDataset
+from zoo.data.tiles import TiledDataset, tiling
 from zoo.distributed.cluster import create_dist_kvstore, is_distributed, is_synchronous
 from zoo.engine.health import census
 from zoo.engine.health.first_batch import FirstBatch, picture_path
@@ -28,7 +28,6 @@ from zoo.engine.hooks import DivergenceCheck, ProgressBar, default_hooks, last_c
 from zoo.engine.precision import resolve_dtype
 from zoo.engine.trainer import Trainer, TrainingInterrupted
 from zoo.errors import OptionsError
-from zoo.inference.tiles import tiling
 from zoo.model import build_model
 from zoo.config.registry import network_config
 from zoo.jobs import LOG_FORMAT
@@ -338,7 +337,7 @@ def resolved(options, lr, precision):
 
 def check_options(options):
     """Refuse options the trainer or the optimizer would (the dtype, the freeze patterns,
-    the lr schedule, ...), and tiles :class:`zoo.inference.tiles.Tiling` would, before the
+    the lr schedule, ...), and tiles :class:`zoo.data.tiles.Tiling` would, before the
     run touches anything."""
     # Any positive lr checks the schedule: the run's own depends on the model (learning_rate).
     run = resolved(options, options.lr or 1.0, resolve_dtype(options.dtype, options.ctx)[0])

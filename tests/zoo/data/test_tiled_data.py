@@ -13,8 +13,7 @@ import numpy as np
 import pytest
 
 from zoo.data import COCODataset
-from zoo.data.tiles import DEFAULT_EMPTY_TILES, MIN_KEPT, TiledDataset
-from zoo.inference.tiles import Tiling, windows
+from zoo.data.tiles import DEFAULT_EMPTY_TILES, MIN_KEPT, TiledDataset, Tiling, windows
 from zoo.jobs.train import build_train_model, training_loader
 from zoo.jobs.train_options import TrainOptions
 

@@ -1,0 +1,153 @@
+"""``zoo train --tiles`` end to end, on data the zoo did not make (a COCO file of 1600x1200
+JPEG birds, :func:`test_tiled_data.write_birds`): the artifact records its tiles, ``zoo
+detect`` runs them unless told otherwise (and says so first), ``zoo eval`` scores whole
+photos through the same tiled inference, so its figure is what detect's output scores; a
+box cut by a tile's edge is found once."""
+import json
+import logging
+import os
+
+import cv2
+import numpy as np
+import pytest
+
+from zoo.cli import main
+from zoo.data import COCODataset
+from zoo.inference.evaluation import voc_scores
+from zoo.inference.tiles import DEFAULT_OVERLAP, Tiling
+from zoo.jobs.detect import DetectOptions, detect
+
+from test_health_loss import Lines
+from test_tiled_data import HEIGHT, TILE, WIDTH, write_birds
+from test_tiles import MarkerDetector, photo_with
+
+NETWORK = "ssd_mobilenetv2_stride8"
+
+
+def logged(name, argv):
+    """``zoo ARGV`` in this process: ``(exit code, messages of the logger name)``."""
+    lines, logger = Lines(), logging.getLogger(name)
+    level = logger.level
+    logger.addHandler(lines)
+    logger.setLevel(logging.INFO)  # under pytest the root logger's level is WARNING
+    try:
+        code = main(argv)
+    finally:
+        logger.removeHandler(lines)
+        logger.setLevel(level)
+    return code, lines.messages
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """One epoch of ``zoo train --tiles 400`` on 4 photos, validated on 2 others."""
+    folder = str(tmp_path_factory.mktemp("tiled"))
+    write_birds(folder, "train", 4, seed=2, empty=(3,))
+    write_birds(folder, "val", 2, seed=3)
+    output = os.path.join(folder, "train_out")
+    data = ["--dataset", "coco", "--annotations", os.path.join(folder, "{split}.json"),
+            "--image-dir", os.path.join(folder, "photos")]
+    code, messages = logged("zoo.train", [
+        "train", "--network", NETWORK, *data, "--data-shape", "192", "--batch-size", "4",
+        "--epochs", "1", "--tiles", str(TILE), "--data-threads", "1", "--output-dir", output])
+    assert code == 0
+    return folder, os.path.join(output, NETWORK), messages
+
+
+def detect_run(capsys, prefix, folder, output, *flags):
+    """``zoo detect`` of the validation photos, every box kept: ``(results, messages)``."""
+    code, messages = logged("zoo.jobs.detect", [
+        "detect", "--checkpoint", prefix, os.path.join(folder, "photos", "val_*.jpg"),
+        "--output", output, "--threshold", "0", "--max-detections", "100000", "--no-pictures",
+        *flags])
+    assert code == 0, capsys.readouterr().err
+    with open(os.path.join(output, "results.json")) as stream:
+        return json.load(stream), messages
+
+
+def test_the_run_trains_every_photo_in_tiles_and_the_artifact_records_them(trained):
+    _, prefix, messages = trained
+    line = next(m for m in messages if m.startswith("tiles: "))
+    assert "%d-pixel tiles overlapping %g of the 4 photos" % (TILE, DEFAULT_OVERLAP) in line
+    assert " windows of 4 photos " in line  # the photo without a bird too
+    assert any(m.startswith("epoch 1: validation VOC07 mAP ") for m in messages)
+    with open(prefix + "-0001.json") as stream:
+        assert json.load(stream)["tiles"] == {"size": TILE, "overlap": DEFAULT_OVERLAP}
+
+
+def test_detect_runs_the_artifacts_tiles_unless_told_otherwise(trained, tmp_path, capsys):
+    folder, prefix, _ = trained
+    results, messages = detect_run(capsys, prefix, folder, str(tmp_path / "default"))
+    assert (results["settings"]["tiles"], results["settings"]["tile_overlap"]) == (
+        TILE, DEFAULT_OVERLAP)
+    assert messages[0].startswith("detecting in %d-pixel tiles overlapping %g" % (
+        TILE, DEFAULT_OVERLAP)) and "--tiles 0" in messages[0]
+    whole, messages = detect_run(capsys, prefix, folder, str(tmp_path / "whole"),
+                                 "--tiles", "0")
+    assert whole["settings"]["tiles"] is None and not messages
+    other, _ = detect_run(capsys, prefix, folder, str(tmp_path / "other"),
+                          "--tile-overlap", "0.4")
+    assert (other["settings"]["tiles"], other["settings"]["tile_overlap"]) == (TILE, 0.4)
+    # The tiles ran: the same photos give other boxes whole.
+    assert ([len(image["detections"]) for image in results["images"]]
+            != [len(image["detections"]) for image in whole["images"]])
+
+
+def eval_run(folder, prefix, output, *flags):
+    """``zoo eval`` of the validation split: its results JSON and its COCO detections."""
+    assert main(["eval", "--checkpoint", prefix, "--dataset", "coco", "--annotations",
+                 os.path.join(folder, "{split}.json"), "--image-dir",
+                 os.path.join(folder, "photos"), "--split", "val", "--output", output,
+                 *flags]) == 0
+    with open(output) as stream:
+        result = json.load(stream)
+    with open(os.path.splitext(output)[0] + "-detections.json") as stream:
+        return result, json.load(stream)
+
+
+def test_eval_scores_whole_photos_as_detect_finds_them(trained, tmp_path, capsys):
+    folder, prefix, _ = trained
+    result, found = eval_run(folder, prefix, str(tmp_path / "eval.json"))
+    assert result["tiles"] == {"size": TILE, "overlap": DEFAULT_OVERLAP}
+    detected, _ = detect_run(capsys, prefix, folder, str(tmp_path / "detect"))
+    # The same detections, photo by photo...
+    for image in detected["images"]:
+        name = os.path.basename(image["file"])
+        scores = sorted(row["score"] for row in found
+                        if os.path.basename(row["file_name"]) == name)
+        assert len(scores) == len(image["detections"]) > 0
+        np.testing.assert_allclose(scores, sorted(row["score"] for row in image["detections"]),
+                                   atol=1e-5)
+    # ... so the zoo's metric on detect's output gives eval's figure.
+    dataset = COCODataset(os.path.join(folder, "val.json"), os.path.join(folder, "photos"))
+    rows = {os.path.basename(image["file"]): np.array(
+        [[row["class_id"], row["score"], *(np.array(row["box"]) / [WIDTH, HEIGHT, WIDTH, HEIGHT])]
+         for row in image["detections"]], np.float32).reshape(-1, 6)
+        for image in detected["images"]}
+    scores = voc_scores(dataset, [rows[os.path.basename(path)] for path in dataset.file_names()])
+    assert scores["voc07"]["mAP"] == pytest.approx(result["voc"]["voc07"]["mAP"], abs=1e-4)
+    # Whole photos alone (--tiles 0) are another scoring, of other detections.
+    untiled, untiled_found = eval_run(folder, prefix, str(tmp_path / "whole.json"),
+                                      "--tiles", "0")
+    assert untiled["tiles"] is None and len(untiled_found) != len(found)
+
+
+def test_a_box_cut_by_a_tile_edge_is_found_once_in_the_tiles_a_detector_was_trained_on(
+        tmp_path):
+    """A detector recording tiles (as an artifact of ``zoo train --tiles`` does) runs them in
+    ``zoo detect`` without ``--tiles``: a small square across the right edge of the first
+    column of 300-pixel tiles (which start at x 0 and 225) is found once, whole."""
+    square = (280, 400, 316, 436)
+    cv2.imwrite(str(tmp_path / "big.png"), photo_with([square])[:, :, ::-1])
+    detector = MarkerDetector()
+    assert len(detector(str(tmp_path / "big.png"))) == 0  # too small for the full pass
+    detector.tiles = Tiling(300)
+    output = str(tmp_path / "out")
+    summary = detect(DetectOptions(checkpoint="marker", inputs=(str(tmp_path / "big.png"),),
+                                   output=output), detector=detector)
+    assert summary.detections == 1
+    with open(os.path.join(output, "results.json")) as stream:
+        results = json.load(stream)
+    assert results["settings"]["tiles"] == 300
+    box = results["images"][0]["detections"][0]["box"]
+    np.testing.assert_allclose(box, square, atol=3)
