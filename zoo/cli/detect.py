@@ -21,6 +21,8 @@ Examples:
     zoo detect --checkpoint model.xml photos/ --output output/detect --exist-ok
     zoo detect --checkpoint model.xml photos/ --output output/detect --resume
     zoo detect --checkpoint model.onnx big_photos/ --tiles 800 --tile-overlap 0.2
+An artifact trained on tiles (zoo train --tiles) runs in its tiles unless --tiles says
+otherwise (--tiles 0: whole photos only); the first line says so.
 """
 import argparse
 import shlex

@@ -34,7 +34,7 @@ from zoo.data.orientation import check_exif_choice, read_in_frame, read_reduced
 from zoo.data.transforms import NO_LABEL, inference_transform, pad_batch
 from zoo.schema.preprocessing import canvas_size, resized_size, scaled_size, with_input_size
 from zoo.errors import DataError
-from zoo.inference.tiles import detector_outputs, tiling
+from zoo.inference.tiles import detector_outputs, run_tiling
 from zoo.metrics.coco import corners_to_xywh, default_category_id
 from zoo.progress import NoBar, progress_bar
 
@@ -494,11 +494,12 @@ class BatchDetector(abc.ABC):
         of input, :func:`default_batch_size`); the detections of an image do not depend
         on the batch size. ``tiles``: a tile side in pixels, to run each image in
         overlapping tiles too, for small objects (``tile_overlap`` of a tile's side, default
-        0.2; :mod:`zoo.inference.tiles`), as ``zoo detect --tiles``."""
+        0.2; :mod:`zoo.inference.tiles`), as ``zoo detect --tiles``; None runs the tiles the
+        model was trained on (:attr:`tiles`), if any, 0 none."""
         if (batch_size is not None and batch_size < 1) or max_detections < 0:
             raise ValueError("need batch_size >= 1 and max_detections >= 0, got %r and %r"
                              % (batch_size, max_detections))
-        tiled = tiling(tiles, tile_overlap)
+        tiled = run_tiling(tiles, tile_overlap, self.tiles)
         single = not isinstance(images, (list, tuple))
         # tiles are cut from the photo's own pixels, so a tiled run decodes it whole; an
         # untiled one decodes a large JPEG reduced to the size its input needs

@@ -70,8 +70,9 @@ def run_tiling(size, overlap, trained):
     if size is None and trained is not None:
         return trained if overlap is None else Tiling(trained.size, overlap)
     if size is None and overlap is not None:
-        raise OptionsError("a tile overlap (%r) needs a tile size: give --tiles SIZE too (the "
-                           "checkpoint was not trained on tiles)" % (overlap,))
+        raise OptionsError("a tile overlap (%r) needs a tile size: give --tiles SIZE (tiles= "
+                           "in Python) too; the checkpoint was not trained on tiles"
+                           % (overlap,))
     return tiling(size, overlap)
 
 

@@ -151,3 +151,6 @@ def test_a_box_cut_by_a_tile_edge_is_found_once_in_the_tiles_a_detector_was_trai
     assert results["settings"]["tiles"] == 300
     box = results["images"][0]["detections"][0]["box"]
     np.testing.assert_allclose(box, square, atol=3)
+    # From Python too, unless told otherwise.
+    np.testing.assert_allclose(detector(str(tmp_path / "big.png")).boxes, [box], atol=0.01)
+    assert len(detector(str(tmp_path / "big.png"), tiles=0)) == 0
