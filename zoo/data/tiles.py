@@ -142,8 +142,8 @@ def window_record(record, window, offset=0, min_kept=MIN_KEPT):
 class TiledDataset(DetectionDataset):
     """The windows of ``dataset``'s photos in ``tiles`` (a :class:`Tiling`) as items:
     ``records`` one per window (:func:`window_record`), ``dataset[i]`` window ``i`` cut from
-    its decoded photo with its label. ``photos[i]`` is the index in ``dataset`` of window ``i``'s photo. A loader runs
-    the items :meth:`epoch_items` draws for its epoch."""
+    its decoded photo with its label. ``photos[i]`` is the index in ``dataset`` of window
+    ``i``'s photo. A loader runs the items :meth:`epoch_items` draws for its epoch."""
 
     def __init__(self, dataset, tiles, empty_tiles=DEFAULT_EMPTY_TILES, min_kept=MIN_KEPT):
         offset = pixel_offset(dataset.box_convention)
