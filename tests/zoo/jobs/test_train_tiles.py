@@ -154,3 +154,12 @@ def test_a_box_cut_by_a_tile_edge_is_found_once_in_the_tiles_a_detector_was_trai
     # From Python too, unless told otherwise.
     np.testing.assert_allclose(detector(str(tmp_path / "big.png")).boxes, [box], atol=0.01)
     assert len(detector(str(tmp_path / "big.png"), tiles=0)) == 0
+
+
+def test_the_repeated_batches_check_counts_what_a_tiled_epoch_draws(trained):
+    # A tiled epoch draws the windows with boxes and a share of the empty ones, not every
+    # window the dataset holds: measured against all of them the check cried wolf each epoch.
+    _, prefix, _ = trained
+    with open(prefix + "-health.json") as stream:
+        check = json.load(stream)["checks"]["repeated batches"]
+    assert check["status"] == "ok", check

@@ -91,7 +91,11 @@ class BatchRepeatCheck(Hook):
         self.distinct = len(self.seen)
         dataset = getattr(trainer.loader, "dataset", None)
         shards = getattr(trainer.loader, "num_shards", 1)
-        split = len(dataset) // shards if dataset is not None else None
+        # What the epoch draws, not the dataset's length: a tiled dataset holds every window
+        # of every photo but draws the windows with boxes and a share of the empty ones.
+        draw = getattr(trainer.loader, "epoch_items", None)
+        split = ((len(draw(epoch)) if draw is not None else len(dataset)) // shards
+                 if dataset is not None else None)
         if split and self.distinct < DISTINCT_SHARE * split and not self.warned:
             trainer.health.warn(CHECK, (
                 "epoch %d saw %d distinct images of the %d the split holds%s (%d steps of %d): "
