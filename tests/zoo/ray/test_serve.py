@@ -277,7 +277,6 @@ def test_the_model_is_described(server, detect_prefix):
     assert model["input_size"]["data_shape"] == meta["preprocessing"]["data_shape"]
 
 
-@pytest.mark.slow
 def test_under_load_requests_are_batched_within_bounded_memory(server, photos):
     bodies = [(photos / name).read_bytes() for name in sorted(SIZES)]
     server.json("POST", "/detect", bodies[0])  # a warm replica: its first batch bound
@@ -304,7 +303,6 @@ def test_under_load_requests_are_batched_within_bounded_memory(server, photos):
         LOAD_REQUESTS, LOAD_CLIENTS, seconds, batches))
 
 
-@pytest.mark.slow
 def test_the_page_draws_the_boxes_of_a_dropped_photo(server, photos):
     if not os.path.exists("/usr/bin/chromium"):
         pytest.skip("Chromium is not installed at /usr/bin/chromium")
