@@ -437,8 +437,13 @@ def deploy(options, cores):
     checkpoint) raised in a replica is one line here."""
     from ray import serve
     from ray.serve.config import HTTPOptions
-    serve.start(http_options=HTTPOptions(host=options.host, port=options.port),
-                logging_config={"log_level": "WARNING"})
+    try:
+        serve.start(http_options=HTTPOptions(host=options.host, port=options.port),
+                    logging_config={"log_level": "WARNING"})
+    except RuntimeError as err:  # Serve's proxy could not listen there
+        raise OptionsError("cannot listen on %s port %d: %s; name another --port (or --host)"
+                           % (options.host, options.port, error_line([str(err)], err))
+                           ) from None
     threads = max(1, cores // options.replicas)
     deployment = serve.deployment(
         serve.ingress()(DetectorServer), name="detector", num_replicas=options.replicas,
@@ -449,122 +454,20 @@ def deploy(options, cores):
     try:
         serve.run(deployment.bind(options), name=APP_NAME, route_prefix="/",
                   logging_config={"log_level": "WARNING"})
-    except RuntimeError as err:
-        raise OptionsError(replica_error(err)) from None
+    except RuntimeError as err:  # Serve's "Deploying application zoo failed"
+        messages = [deployed.message for application in serve.status().applications.values()
+                    for deployed in application.deployments.values() if deployed.message]
+        raise OptionsError("the detector did not start: %s"
+                           % error_line(messages, err)) from None
 
 
-def replica_error(err):
-    """The line of a replica's error in Serve's deployment failure ``err``: its last line
-    naming an exception (``zoo.errors.OnnxModelError: model.onnx: ...``), else the
-    first."""
-    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
-    named = [line for line in lines if line.split(":", 1)[0].rsplit(".", 1)[-1].endswith(
-        ("Error", "NotFound"))]
-    return "the detector did not start: %s" % (named[-1] if named else lines[0])
-
-
-PAGE = """<!doctype html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<title>zoo serve</title>
-<style>
- body { font-family: sans-serif; margin: 2em; max-width: 60em; }
- #drop { border: 3px dashed #888; border-radius: 8px; padding: 2em; text-align: center; }
- #drop.over { border-color: #c0c; background: #fdf; }
- canvas { max-width: 100%; margin-top: 1em; }
- #status.error { color: #b00; }
-</style>
-</head>
-<body>
-<h1>zoo serve</h1>
-<p id="model">loading the model's description...</p>
-<div id="drop">Drop a photo here, or choose one: <input type="file" id="file" accept="image/*"></div>
-<p id="status">No photo yet.</p>
-<canvas id="canvas" width="0" height="0"></canvas>
-<ol id="detections"></ol>
-<script>
-"use strict";
-const BOX_COLOUR = "#ff00ff";
-const statusLine = document.getElementById("status");
-const canvas = document.getElementById("canvas");
-const drop = document.getElementById("drop");
-
-function say(text, error) {
-  statusLine.textContent = text;
-  statusLine.className = error ? "error" : "";
-}
-
-fetch("model").then(r => r.json()).then(m => {
-  document.getElementById("model").textContent = m.checkpoint + ": " +
-    m.class_names.join(", ") + " (" + m.precision.dtype + ", " + m.runtime + ")";
-});
-
-function picture(file) {
-  return new Promise((resolve, reject) => {
-    const image = new Image();
-    image.onload = () => resolve(image);
-    image.onerror = () => reject(new Error("the browser cannot show " + file.name));
-    image.src = URL.createObjectURL(file);
-  });
-}
-
-function draw(image, record) {
-  // The record's size is the photo's as the detector saw it (EXIF orientation applied),
-  // which is how the browser shows it.
-  canvas.width = record.width;
-  canvas.height = record.height;
-  const context = canvas.getContext("2d");
-  context.drawImage(image, 0, 0, record.width, record.height);
-  const line = Math.max(2, Math.round(Math.max(record.width, record.height) / 300));
-  context.lineWidth = line;
-  context.strokeStyle = BOX_COLOUR;
-  context.font = (6 * line) + "px sans-serif";
-  const list = document.getElementById("detections");
-  list.innerHTML = "";
-  for (const d of record.detections) {
-    const [x1, y1, x2, y2] = d.box;
-    context.strokeRect(x1, y1, x2 - x1, y2 - y1);
-    context.fillStyle = BOX_COLOUR;
-    context.fillText(d.class_name + " " + d.score.toFixed(2), x1 + line, Math.max(
-      6 * line, y1 - line));
-    const item = document.createElement("li");
-    item.textContent = d.class_name + " " + d.score.toFixed(3) + " [" +
-      d.box.map(v => v.toFixed(1)).join(", ") + "]";
-    list.appendChild(item);
-  }
-}
-
-async function detect(file) {
-  say("detecting on " + file.name + "...");
-  try {
-    const response = await fetch("detect", {method: "POST", body: file,
-      headers: {"Content-Type": file.type || "application/octet-stream"}});
-    const reply = await response.json();
-    if (!response.ok) {
-      say(file.name + ": " + reply.error, true);
-      return;
-    }
-    draw(await picture(file), reply);
-    document.body.dataset.boxes = String(reply.detections.length);
-    say(file.name + ": " + reply.detections.length + " box(es)");
-  } catch (err) {
-    say(file.name + ": " + err.message, true);
-  }
-}
-
-document.getElementById("file").addEventListener("change", event => {
-  if (event.target.files.length) detect(event.target.files[0]);
-});
-drop.addEventListener("dragover", event => { event.preventDefault(); drop.className = "over"; });
-drop.addEventListener("dragleave", () => { drop.className = ""; });
-drop.addEventListener("drop", event => {
-  event.preventDefault();
-  drop.className = "";
-  if (event.dataTransfer.files.length) detect(event.dataTransfer.files[0]);
-});
-</script>
-</body>
-</html>
-"""
-"""The page at ``/``: drop a photo (or choose one), see its boxes drawn on it."""
+def error_line(messages, err):
+    """The line saying why Serve did not start: the last line of the last traceback in
+    ``messages`` (a replica's in Serve's status: ``zoo.artifact.ArtifactError: no complete
+    artifact ...``), without the exception's name; else Serve's error ``err``."""
+    for message in reversed(messages):
+        lines = [line.strip() for line in message.splitlines() if line.strip()]
+        if lines:
+            name, colon, text = lines[-1].partition(": ")
+            return (text if colon and " " not in name else lines[-1]).rstrip(".")
+    return " ".join(str(err).split())

@@ -5,7 +5,7 @@ batches under load within bounded memory, its OpenAPI description says what it d
 page draws the boxes in headless Chromium, and Ctrl-C shuts it down cleanly; ``import zoo``
 and ``zoo --help`` load no Ray."""
 import base64
-import glob
+import hashlib
 import http.client
 import json
 import os
@@ -182,6 +182,32 @@ def test_served_records_are_zoo_detects(server, detect_prefix, photos, tmp_path)
             assert record["file"] == name
         assert status == 200, record
         assert_same_record(record, written[name])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("export_format, runtime, suffix", [
+    ("onnx", "onnxruntime", ".onnx"), ("openvino", "openvino", ".xml")])
+def test_a_deployed_file_serves_zoo_detects_records(export_format, runtime, suffix,
+                                                    detect_prefix, photos, tmp_path):
+    pytest.importorskip(runtime)
+    output = str(tmp_path / "ssd")
+    assert main(["export", "--checkpoint", detect_prefix, "--format", export_format,
+                 "--output", output]) == 0
+    checkpoint = output + suffix
+    written = zoo_detect_records(checkpoint, photos, tmp_path / "detect")
+    served = Served(checkpoint, ["--threshold", THRESHOLD], str(tmp_path / "stderr.txt"))
+    try:
+        for name in sorted(SIZES):
+            status, record = served.json("POST", "/detect", (photos / name).read_bytes())
+            assert status == 200, record
+            assert_same_record(record, written[name])
+        status, model = served.json("GET", "/model")
+        with open(checkpoint, "rb") as handle:
+            assert model["sha256"] == hashlib.sha256(handle.read()).hexdigest()
+        assert model["epoch"] is None and model["runtime"] != "Detector"
+    finally:
+        status, last = served.stop()
+    assert status == 0 and last.startswith("stopped by SIGINT"), (last, served.errors())
 
 
 def bad_requests(photos):
