@@ -4,7 +4,7 @@
 Routes (``/docs`` and ``/openapi.json`` describe them):
 
 - ``POST /detect``: one photo, as the raw request body or as the multipart field ``image``;
-  answers the record ``zoo detect`` writes for it in results.json (:func:`detection_record`:
+  answers the record ``zoo detect`` writes for it in results.json (:func:`detection_records`:
   its size, frame and detections, ``file`` the upload's name, no picture);
 - ``GET /health``: the replica answering, its requests and the sizes of the batches it ran;
 - ``GET /model``: classes, input size, precision, epoch and the checkpoint's sha256;
@@ -23,6 +23,7 @@ module only to serve.
 """
 import asyncio
 import collections
+import importlib
 import logging
 import math
 import os
@@ -56,7 +57,6 @@ ONGOING_BATCHES = 2
 """Batches' worth of requests a replica takes at once: one running, one filling."""
 QUEUED_REQUESTS = 256
 """Requests waiting for a replica before more are refused (503): each holds its body."""
-STATUS_LINES = {405: "method not allowed", 404: "no such route"}
 
 
 class RequestError(Exception):
@@ -305,7 +305,7 @@ def http_error_line(request, status, detail):
         return "method %s is not allowed on %s" % (request.method, request.url.path)
     if status == 404:
         return "no route %s: POST /detect, GET /health, /model, /docs" % request.url.path
-    return detail if isinstance(detail, str) else STATUS_LINES.get(status, "bad request")
+    return detail if isinstance(detail, str) else "bad request"
 
 
 async def read_body(request, max_bytes):
@@ -324,6 +324,113 @@ async def read_body(request, max_bytes):
     return bytes(body)
 
 
+PAGE = """<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<title>zoo serve</title>
+<style>
+ body { font-family: sans-serif; margin: 2em; max-width: 60em; }
+ #drop { border: 3px dashed #888; border-radius: 8px; padding: 2em; text-align: center; }
+ #drop.over { border-color: #c0c; background: #fdf; }
+ canvas { max-width: 100%; margin-top: 1em; }
+ #status.error { color: #b00; }
+</style>
+</head>
+<body>
+<h1>zoo serve</h1>
+<p id="model">loading the model's description...</p>
+<div id="drop">Drop a photo here, or choose one: <input type="file" id="file" accept="image/*"></div>
+<p id="status">No photo yet.</p>
+<canvas id="canvas" width="0" height="0"></canvas>
+<ol id="detections"></ol>
+<script>
+"use strict";
+const BOX_COLOUR = "#ff00ff";
+const statusLine = document.getElementById("status");
+const canvas = document.getElementById("canvas");
+const drop = document.getElementById("drop");
+
+function say(text, error) {
+  statusLine.textContent = text;
+  statusLine.className = error ? "error" : "";
+}
+
+fetch("model").then(r => r.json()).then(m => {
+  document.getElementById("model").textContent = m.checkpoint + ": " +
+    m.class_names.join(", ") + " (" + m.precision.dtype + ", " + m.runtime + ")";
+});
+
+function picture(file) {
+  return new Promise((resolve, reject) => {
+    const image = new Image();
+    image.onload = () => resolve(image);
+    image.onerror = () => reject(new Error("the browser cannot show " + file.name));
+    image.src = URL.createObjectURL(file);
+  });
+}
+
+function draw(image, record) {
+  // The record's size is the photo's as the detector saw it (EXIF orientation applied),
+  // which is how the browser shows it.
+  canvas.width = record.width;
+  canvas.height = record.height;
+  const context = canvas.getContext("2d");
+  context.drawImage(image, 0, 0, record.width, record.height);
+  const line = Math.max(2, Math.round(Math.max(record.width, record.height) / 300));
+  context.lineWidth = line;
+  context.strokeStyle = BOX_COLOUR;
+  context.font = (6 * line) + "px sans-serif";
+  const list = document.getElementById("detections");
+  list.innerHTML = "";
+  for (const d of record.detections) {
+    const [x1, y1, x2, y2] = d.box;
+    context.strokeRect(x1, y1, x2 - x1, y2 - y1);
+    context.fillStyle = BOX_COLOUR;
+    context.fillText(d.class_name + " " + d.score.toFixed(2), x1 + line, Math.max(
+      6 * line, y1 - line));
+    const item = document.createElement("li");
+    item.textContent = d.class_name + " " + d.score.toFixed(3) + " [" +
+      d.box.map(v => v.toFixed(1)).join(", ") + "]";
+    list.appendChild(item);
+  }
+}
+
+async function detect(file) {
+  say("detecting on " + file.name + "...");
+  try {
+    const response = await fetch("detect", {method: "POST", body: file,
+      headers: {"Content-Type": file.type || "application/octet-stream"}});
+    const reply = await response.json();
+    if (!response.ok) {
+      say(file.name + ": " + reply.error, true);
+      return;
+    }
+    draw(await picture(file), reply);
+    document.body.dataset.boxes = String(reply.detections.length);
+    say(file.name + ": " + reply.detections.length + " box(es)");
+  } catch (err) {
+    say(file.name + ": " + err.message, true);
+  }
+}
+
+document.getElementById("file").addEventListener("change", event => {
+  if (event.target.files.length) detect(event.target.files[0]);
+});
+drop.addEventListener("dragover", event => { event.preventDefault(); drop.className = "over"; });
+drop.addEventListener("dragleave", () => { drop.className = ""; });
+drop.addEventListener("drop", event => {
+  event.preventDefault();
+  drop.className = "";
+  if (event.dataTransfer.files.length) detect(event.dataTransfer.files[0]);
+});
+</script>
+</body>
+</html>
+"""
+"""The page at ``/``: drop a photo (or choose one), see its boxes drawn on it."""
+
+
 def build_app(server):
     """The FastAPI app of a :class:`DetectorServer` replica: the routes of the module
     docstring, every error a one-line JSON reply."""
@@ -337,9 +444,9 @@ def build_app(server):
         (400, "not an image, cut short, an unknown field or query parameter"),
         (413, "a body over --max-bytes, or a photo over the pixel limit"),
         (405, "a method other than POST"))}
-    app = FastAPI(title="zoo serve", version=__version__,
-                  description="The zoo's detector %s over HTTP: POST a photo to /detect, get "
-                              "the record zoo detect writes for it." % server.model["checkpoint"])
+    app = FastAPI(title="zoo serve", version=__version__, description=(
+        "The zoo's detector %s over HTTP: POST a photo to /detect, get the record zoo detect "
+        "writes for it." % server.model["checkpoint"]))
 
     @app.exception_handler(RequestError)
     async def bad_request(request, err):
@@ -408,7 +515,7 @@ class Server:
 def quiet_ray():
     """Keep Serve's progress lines out of the user's terminal (its warnings still show):
     importing ``ray.serve`` sets its logger to INFO, so this comes after."""
-    from ray import serve  # noqa: F401 - configures the logger quieted here
+    importlib.import_module("ray.serve")
     logging.getLogger("ray.serve").setLevel(logging.WARNING)
 
 
