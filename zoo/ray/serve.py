@@ -340,7 +340,8 @@ PAGE = """<!doctype html>
 <body>
 <h1>zoo serve</h1>
 <p id="model">loading the model's description...</p>
-<div id="drop">Drop a photo here, or choose one: <input type="file" id="file" accept="image/*"></div>
+<div id="drop">Drop a photo here, or choose one:
+ <input type="file" id="file" accept="image/*"></div>
 <p id="status">No photo yet.</p>
 <canvas id="canvas" width="0" height="0"></canvas>
 <ol id="detections"></ol>
