@@ -140,7 +140,7 @@ def read_in_frame(path, exif="apply", data=None):
     says when ``exif`` is ``"apply"``, as stored when ``"ignore"``. The orientation comes
     from the bytes already read: no second decode. ``data``: the file's bytes, received
     already (an HTTP upload), ``path`` only naming them in errors."""
-    data = read_image_bytes(path) if data is None else data
+    data = read_image_bytes(path, data)
     image = decode_image(data, path)
     return orient(image, exif_orientation(data) or 1) if exif == "apply" else image
 
@@ -152,7 +152,7 @@ def read_reduced(path, exif, resized, data=None):
     whole photo in the same frame. ``resized(width, height)``: the ``(width, height)`` an
     image of the displayed size is resized to, which the decoded one must still reach.
     ``data`` as :func:`read_in_frame` takes it."""
-    data = read_image_bytes(path) if data is None else data
+    data = read_image_bytes(path, data)
     orientation = (exif_orientation(data) or 1) if exif == "apply" else 1
     size = displayed_size(*image_size(data, path), orientation)
     # Turning back from the displayed frame to the stored one is the same swap.
