@@ -20,8 +20,8 @@ from zoo.signals import stop_signals
 __all__ = ["MAX_REQUEST_BYTES", "ServeOptions", "serve"]
 
 MAX_REQUEST_BYTES = 50 << 20
-"""The largest request body taken by default: a 100-megapixel JPEG (the pixel limit ``zoo
-detect`` enforces, ``$ZOO_MAX_PIXELS``) is about 30 MB."""
+"""The largest request body taken by default: room for a JPEG photo near the 100 megapixels
+``zoo detect`` takes (``$ZOO_MAX_PIXELS``), some tens of MB."""
 MIN_OBJECT_STORE_MB = 75
 """The least object store Ray starts with."""
 RAY_PACKAGES = ("ray", "fastapi")

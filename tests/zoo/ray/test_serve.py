@@ -390,3 +390,11 @@ def test_import_zoo_and_the_help_load_no_ray():
                           cwd=ROOT, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "zoo serve" in done.stdout and "benchmark-serve" in done.stdout
+
+
+def test_without_the_ray_extra_zoo_serve_says_how_to_install_it(monkeypatch, capsys):
+    monkeypatch.setattr("zoo.jobs.serve.RAY_PACKAGES", ("ray", "a_package_not_installed"))
+    assert main(["serve", "model.onnx"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("zoo serve: error: ") and err.count("\n") == 1
+    assert "a_package_not_installed is not installed" in err and "[ray]" in err
