@@ -7,7 +7,7 @@ from zoo import process
 from zoo.errors import OptionsError
 from zoo.onnx.deployed import is_deployed, load_deployed_detector
 
-__all__ = ["open_detector"]
+__all__ = ["checkpoint_sha256", "open_detector"]
 
 
 def open_detector(checkpoint, epoch=None, *, data_threads=None, exif="apply", data_shape=None,
@@ -30,3 +30,16 @@ def open_detector(checkpoint, epoch=None, *, data_threads=None, exif="apply", da
     from zoo.inference.detector import load_detector  # MXNet's: not for a deployed file
     return load_detector(checkpoint, epoch, exif=exif, data_threads=data_threads,
                          data_shape=data_shape, max_size=max_size)
+
+
+def checkpoint_sha256(checkpoint, epoch=None):
+    """The sha256 that identifies what ``checkpoint`` runs: an artifact epoch's parameter
+    file's, as its JSON records it (checked when the artifact loads; ``epoch`` None: the
+    one :func:`open_detector` opens), or a deployed file's own (an OpenVINO ``.xml`` records
+    its weights' sha256 inside)."""
+    if is_deployed(checkpoint):
+        from zoo.onnx.openvino_runtime import file_sha256  # reads the file, loads no runtime
+        return file_sha256(checkpoint)
+    from zoo.artifact import default_epoch, read_meta  # MXNet's, as the artifact is
+    return read_meta(checkpoint, default_epoch(checkpoint) if epoch is None
+                     else epoch)["params_sha256"]

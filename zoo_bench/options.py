@@ -15,12 +15,13 @@ from zoo.config.registry import get_config, list_models, unknown_network
 from zoo.data.factory import KINDS
 from zoo.errors import OptionsError
 from zoo.flags import (annotations_flag, batch_size_flag, comma_list, data_root_flag,
-                       data_shape_flag, data_threads_flag, dataset_flag, epoch_flag, flag,
-                       float_in, fraction, image_dir_flag, max_size_flag, nonnegative_int,
-                       options_from, positive_float, positive_int, progress_flag,
-                       skip_bad_flag)
+                       data_shape_flag, data_threads_flag, dataset_flag, epoch_flag,
+                       field_of, flag, float_in, fraction, image_dir_flag, max_size_flag,
+                       nonnegative_int, options_from, positive_float, positive_int,
+                       progress_flag, skip_bad_flag)
 from zoo.inference.runner import SCORE_THRESHOLD
 from zoo.inference.tiles import DEFAULT_OVERLAP
+from zoo.jobs.serve import ServeOptions
 from zoo.onnx.deployed import is_deployed
 
 __all__ = ["BUSY_CORES", "BenchmarkOptions", "COMPARISONS", "CONFIGURATIONS",
@@ -28,8 +29,8 @@ __all__ = ["BUSY_CORES", "BenchmarkOptions", "COMPARISONS", "CONFIGURATIONS",
            "DecodeBenchmarkOptions", "FIXED_PHOTOS",
            "PHOTO_ISAS", "PHOTO_SUBJECTS", "PhotosBenchmarkOptions", "image_size",
            "DetectorBenchmarkOptions", "GLUONCV_RECIPES", "MemoryBenchmarkOptions",
-           "PARITY_ARCHITECTURES", "ParityBenchmarkOptions", "TilesBenchmarkOptions",
-           "TrainBenchmarkOptions"]
+           "PARITY_ARCHITECTURES", "ParityBenchmarkOptions", "ServeBenchmarkOptions",
+           "TilesBenchmarkOptions", "TrainBenchmarkOptions"]
 
 DTYPES = ("fp32", "int8", "bf16")
 COMPARISONS = ("gluoncv", "onnxruntime", "openvino", "all")
@@ -325,6 +326,47 @@ class DetectorBenchmarkOptions:
             raise OptionsError(unknown_network(self.network))
         if min(self.batch_size, self.runs, self.num_images, self.image_size) < 1:
             raise OptionsError("batch_size, runs, num_images and image_size must be at least 1")
+
+
+@dataclass(frozen=True)
+class ServeBenchmarkOptions:
+    """What ``zoo benchmark-serve`` times: a registered ``network`` with random weights at
+    ``data_shape`` (an artifact written into ``work_dir``), or a saved ``checkpoint``
+    (artifact, ``.onnx`` or ``.xml``), served by ``zoo serve`` on loopback and called
+    in-process, on ``num_images`` generated JPEG photos of ``image_size``."""
+    network: Optional[str] = network_flag("ssd_mobilenetv2_stride8",
+                                          "registered model with random weights: %s")
+    checkpoint: Optional[str] = flag(None, "artifact prefix, .onnx or .xml file, served as "
+                                           "saved", metavar="PREFIX")
+    data_shape: Optional[int] = data_shape_flag(192, of_network=True)  # ignored: checkpoint
+    num_images: int = flag(8, "photos to generate (requests cycle over them)",
+                           type=positive_int)
+    image_size: Tuple[int, int] = flag((640, 480), "size of the generated photos",
+                                       type=image_size, metavar="WxH")
+    work_dir: str = flag(os.path.join("output", "benchmark_serve"),
+                         "where the network's artifact is written")
+    clients: Tuple[int, ...] = flag((1, 4, 16), "concurrent clients, comma-separated",
+                                    type=comma_list(positive_int), metavar="N,...")
+    requests: int = flag(64, "timed requests at each number of clients (after as many "
+                             "untimed ones as the most clients)", type=positive_int)
+    replicas: int = field_of(ServeOptions, "replicas")
+    max_batch_size: Optional[int] = field_of(ServeOptions, "max_batch_size")
+    batch_wait: float = field_of(ServeOptions, "batch_wait")
+    port: int = flag(8765, "loopback port the server listens on", type=positive_int)
+    seed: int = flag(0, "seed of the generated photos", type=int)
+
+    @classmethod
+    def from_flags(cls, args, **values):
+        """The options of ``zoo benchmark-serve``'s parsed flags, those of ``values``
+        given."""
+        return options_from(cls, args, **values)
+
+    def __post_init__(self):
+        if self.checkpoint is None and unknown_network(self.network):
+            raise OptionsError(unknown_network(self.network))
+        if min(self.num_images, self.requests, *self.clients, *self.image_size) < 1:
+            raise OptionsError("num_images, requests, clients and image_size must be at "
+                               "least 1")
 
 
 CONFIGURATIONS = {

@@ -25,6 +25,7 @@ from zoo.jobs.plot_log import PlotLogOptions
 from zoo.jobs.prepare_data import PrepareOptions
 from zoo.jobs.quantize import QuantizeOptions
 from zoo.jobs.quickstart import QuickstartOptions
+from zoo.jobs.serve import ServeOptions
 from zoo.jobs.train_options import TrainOptions
 
 find_checkout_package("zoo_bench")
@@ -45,6 +46,7 @@ COMMAND_OPTIONS = {
     "benchmark-detector": bench.DetectorBenchmarkOptions,
     "benchmark-calibration": bench.CalibrationBenchmarkOptions,
     "benchmark-decode": bench.DecodeBenchmarkOptions,
+    "serve": ServeOptions, "benchmark-serve": bench.ServeBenchmarkOptions,
     "benchmark-tiles": bench.TilesBenchmarkOptions,
     "benchmark-photos": bench.PhotosBenchmarkOptions,
     "benchmark-parity": bench.ParityBenchmarkOptions, "launch": LaunchOptions,

@@ -76,6 +76,9 @@ COMMANDS = {
     "benchmark-decode": ("zoo_bench.cli.benchmark_decode",
                          "decode time and peak memory of large JPEGs, whole beside DCT-scaled "
                          "to the network's size"),
+    "benchmark-serve": ("zoo_bench.cli.benchmark_serve",
+                        "requests/s and p50/p99 latency of zoo serve at 1, 4 and 16 clients, "
+                        "batching on and off, beside the detector called in-process"),
     "benchmark-tiles": ("zoo_bench.cli.benchmark_tiles",
                         "COCO AP of a shapes detector on generated large photos of small "
                         "shapes, whole and in tiles"),
@@ -85,6 +88,8 @@ COMMANDS = {
     "benchmark-parity": ("zoo_bench.cli.benchmark_parity",
                          "the zoo's training beside GluonCV's on one network from the same "
                          "initial parameters, held-out mAP by epoch over seeds, one verdict"),
+    "serve": ("serve", "serve an artifact or a deployed .onnx or .xml file over HTTP on Ray "
+                       "Serve: POST /detect answers zoo detect's record of a photo"),
     "launch": ("launch", "run a command on every worker of a parameter-server cluster"),
     "plot-log": ("plot_log", "plot a training CSV log's loss and mAP curves into a PNG"),
     "quickstart": ("quickstart", "the `make demo` job: shapes dataset, train, eval, plot, draw"),

@@ -191,9 +191,11 @@ def check_image_file(path, limit=None):
         return header(read_file(path), path, limit)  # a header longer than HEAD_BYTES
 
 
-def read_image_bytes(path):
-    """The bytes of a complete image file; :class:`DataError` if missing or truncated."""
-    data = read_file(path)
+def read_image_bytes(path, data=None):
+    """The bytes of a complete image file; :class:`DataError` if missing or truncated.
+    ``data``: the file's bytes, received already (an HTTP upload), only checked, ``path``
+    naming them."""
+    data = read_file(path) if data is None else data
     check_complete(data, path)
     return data
 

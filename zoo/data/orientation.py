@@ -135,22 +135,24 @@ def displayed_size(width, height, orientation):
     return (height, width) if orientation in TRANSPOSED else (width, height)
 
 
-def read_in_frame(path, exif="apply"):
+def read_in_frame(path, exif="apply", data=None):
     """Read and decode an image file to HxWx3 uint8 RGB, turned as its EXIF orientation
     says when ``exif`` is ``"apply"``, as stored when ``"ignore"``. The orientation comes
-    from the bytes already read: no second decode."""
-    data = read_image_bytes(path)
+    from the bytes already read: no second decode. ``data``: the file's bytes, received
+    already (an HTTP upload), ``path`` only naming them in errors."""
+    data = read_image_bytes(path, data)
     image = decode_image(data, path)
     return orient(image, exif_orientation(data) or 1) if exif == "apply" else image
 
 
-def read_reduced(path, exif, resized):
+def read_reduced(path, exif, resized, data=None):
     """``(image, factor, size)``: an image file read as :func:`read_in_frame` reads it, but
     decoded at 1/``factor`` of its size where it is a JPEG large enough
     (:func:`zoo.data.images.decode_reduced`), and ``size`` the ``(width, height)`` of the
     whole photo in the same frame. ``resized(width, height)``: the ``(width, height)`` an
-    image of the displayed size is resized to, which the decoded one must still reach."""
-    data = read_image_bytes(path)
+    image of the displayed size is resized to, which the decoded one must still reach.
+    ``data`` as :func:`read_in_frame` takes it."""
+    data = read_image_bytes(path, data)
     orientation = (exif_orientation(data) or 1) if exif == "apply" else 1
     size = displayed_size(*image_size(data, path), orientation)
     # Turning back from the displayed frame to the stored one is the same swap.

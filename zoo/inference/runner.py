@@ -39,12 +39,12 @@ from zoo.metrics.coco import corners_to_xywh, default_category_id
 from zoo.progress import NoBar, progress_bar
 
 __all__ = ["BATCH_PIXELS", "BatchDetector", "BatchRunner", "DatasetImages", "Detections",
-           "ImageList", "MAX_BATCH", "MAX_DETECTIONS", "MIN_BOX_PIXELS", "ReducedImage",
-           "SCORE_THRESHOLD", "default_batch_size", "image_rows", "label_names", "photo",
-           "rgb_image", "write_coco_results"]
+           "EncodedImage", "ImageList", "MAX_BATCH", "MAX_DETECTIONS", "MIN_BOX_PIXELS",
+           "ReducedImage", "SCORE_THRESHOLD", "default_batch_size", "image_rows", "label_names",
+           "photo", "rgb_image", "write_coco_results"]
 
-EXPECTED_IMAGE = ("a path or an RGB uint8 array of shape HxW (gray), HxWx3 or HxWx4 "
-                  "(alpha dropped)")
+EXPECTED_IMAGE = ("a path, an EncodedImage or an RGB uint8 array of shape HxW (gray), HxWx3 "
+                  "or HxWx4 (alpha dropped)")
 FRAMES = {"apply": "displayed", "ignore": "stored"}
 """The frame of :class:`Detections` under each ``exif`` choice."""
 PREFETCH_BATCHES = 2
@@ -148,15 +148,25 @@ def label_names(class_names, labels):
     return [class_names[label] if label < len(class_names) else str(label) for label in labels]
 
 
+@dataclass(frozen=True)
+class EncodedImage:
+    """The bytes of an image file received rather than read (an HTTP upload, ``zoo
+    serve``), ``name`` naming them in errors: read as a file of that name would be."""
+    data: bytes
+    name: str
+
+
 def rgb_image(image, index=0, exif="apply"):
-    """An HxWx3 uint8 RGB array from a path or an array the detector accepts; a file is
-    turned as its EXIF orientation says unless ``exif`` is ``"ignore"``.
+    """An HxWx3 uint8 RGB array from a path, an :class:`EncodedImage` or an array the
+    detector accepts; a file is turned as its EXIF orientation says unless ``exif`` is
+    ``"ignore"``.
 
     Raises :class:`DataError` (a ValueError) naming input ``index`` for anything else.
     """
-    if isinstance(image, (str, os.PathLike)):
+    if isinstance(image, (str, os.PathLike, EncodedImage)):
+        path, data = file_and_data(image)
         try:
-            return read_in_frame(os.fspath(image), exif)
+            return read_in_frame(path, exif, data)
         except DataError as err:
             raise DataError("image %d: %s" % (index, err)) from None
     if not isinstance(image, np.ndarray):
@@ -195,15 +205,24 @@ def photo(image, index=0, exif="apply", preprocessing=None):
     """:func:`rgb_image` of ``image``, except that a file is decoded at the size
     ``preprocessing`` (a dict of :mod:`zoo.schema.preprocessing`) resizes it to, where a
     JPEG is large enough to be decoded reduced: then a :class:`ReducedImage`."""
-    if preprocessing is None or not isinstance(image, (str, os.PathLike)):
+    if preprocessing is None or not isinstance(image, (str, os.PathLike, EncodedImage)):
         return rgb_image(image, index, exif)
+    path, data = file_and_data(image)
     try:
         pixels, factor, size = read_reduced(
-            os.fspath(image), exif, lambda width, height: resized_size(preprocessing, width,
-                                                                       height))
+            path, exif, lambda width, height: resized_size(preprocessing, width, height),
+            data)
     except DataError as err:
         raise DataError("image %d: %s" % (index, err)) from None
     return pixels if factor == 1 else ReducedImage(pixels, factor, size)
+
+
+def file_and_data(image):
+    """``(path, data)`` of a path (data None: read from the file) or an
+    :class:`EncodedImage`."""
+    if isinstance(image, EncodedImage):
+        return image.name, image.data
+    return os.fspath(image), None
 
 
 def preparing_threads():
@@ -484,7 +503,8 @@ class BatchDetector(abc.ABC):
     def __call__(self, images, score_threshold=SCORE_THRESHOLD, max_detections=MAX_DETECTIONS,
                  batch_size=None, tiles=None, tile_overlap=None):
         """:class:`Detections` of one image, or a list of them for a list (or tuple) of
-        images. An image is a path or an RGB uint8 array HxW, HxWx3 or HxWx4; a JPEG file
+        images. An image is a path, an :class:`EncodedImage` (a file's bytes) or an RGB
+        uint8 array HxW, HxWx3 or HxWx4; a JPEG file
         much larger than the input is decoded reduced to the size the input needs (libjpeg's
         DCT scaling, :func:`photo`), its boxes still in the whole photo's pixels.
 

@@ -19,7 +19,7 @@ from zoo_bench.detector import (CachedRows, DetectorBenchmarkOptions, added_cpu_
                                 benchmark_detector, report, without_inference)
 from zoo.inference.evaluation import dataset_rows
 from zoo.inference.quantization import calibration_iter, int8_layers, quantize
-from zoo.inference.runner import BatchRunner
+from zoo.inference.runner import BatchRunner, EncodedImage
 from zoo.inference.visualize import draw, draw_detections
 from conftest import runner_inputs
 from factories import random_image
@@ -78,7 +78,8 @@ def test_gray_rgba_and_path_inputs_are_the_rgb_image(ssd, tmp_path):
     cv2.imwrite(str(path), cv2.cvtColor(rgb, cv2.COLOR_RGB2BGR))  # PNG: lossless
     alpha = np.full_like(gray, 7)
     expected = as_rows(detector(rgb, **ALL))
-    for image in (gray, np.dstack([rgb, alpha]), path, str(path)):
+    encoded = EncodedImage(path.read_bytes(), "upload.png")  # an HTTP upload's bytes
+    for image in (gray, np.dstack([rgb, alpha]), path, str(path), encoded):
         assert np.array_equal(as_rows(detector(image, **ALL)), expected)
     found = detector((gray, str(path)), **ALL)
     assert isinstance(found, list) and len(found) == 2
@@ -92,6 +93,7 @@ def test_gray_rgba_and_path_inputs_are_the_rgb_image(ssd, tmp_path):
     (np.zeros((0, 20, 3), np.uint8), "shape (0, 20, 3)"),
     (random_image(20, 20)[None], "shape (1, 20, 20, 3)"),
     ("missing.jpg", "missing.jpg: cannot read image"),
+    (EncodedImage(b"\xff\xd8 cut", "upload.jpg"), "upload.jpg: truncated JPEG"),
     ([[1, 2], [3, 4]], "got list"),
 ])
 def test_a_bad_input_is_one_line_naming_its_index(ssd, bad, expected):
