@@ -4,6 +4,7 @@ import numpy as np
 
 from symbols import ssd as symbols
 
+from zoo.schema import anchors
 from zoo.schema.graph import effective_stride
 from zoo.metrics.arrays import to_numpy
 from zoo.schema.fields import (DERIVED, FRACTION, REQUIRED, Bool, Field, Int, List, Number,
@@ -123,6 +124,27 @@ class SSD(Architecture):
     def positive_anchors(self, named_outputs):
         """Anchors whose class target is an object (0 is background, -1 ignored)."""
         return int((to_numpy(named_outputs["cls_label"]) > 0).sum())
+
+    def anchor_maps(self, spec, backbone):
+        """Each map's ``MultiBoxPrior`` anchors at its step (its own cell, where the config
+        derives it from the map), and ``overlap_threshold``."""
+        side = spec["data_shape"]
+        shapes = feature_shapes(spec, backbone, spec["feature_layers"])
+        maps = [anchors.AnchorMap(step if step > 0 else side / shape[2],
+                                  anchors.prior_shapes(sizes, ratios, side))
+                for step, shape, sizes, ratios in zip(spec["steps"], shapes, spec["sizes"],
+                                                      spec["ratios"])]
+        return maps, spec["overlap_threshold"]
+
+    def fitted_anchors(self, spec, backbone, sides):
+        """``sizes`` fitted by :func:`zoo.schema.anchors.ladder_sizes` (as fractions of the
+        side, as many per map as before); the ratios stay the config's."""
+        side = spec["data_shape"]
+        maps, _ = self.anchor_maps(spec, backbone)
+        fitted = anchors.ladder_sizes(sides, [len(sizes) for sizes in spec["sizes"]],
+                                      [level.stride for level in maps], MAX_ANCHOR_SIZE * side)
+        # four decimals: a readable config, and rounding keeps the sizes' order
+        return {"sizes": [[round(size / side, 4) for size in sizes] for sizes in fitted]}
 
     def describe(self, spec, backbone):
         """Feature maps as ``HxW/stride`` and the anchor count, for the checker table."""

@@ -1,0 +1,89 @@
+"""Anchors against the training boxes: how many boxes the network's anchors can match at
+all (the *best possible recall*, ultralytics' AutoAnchor figure, here at the network's own
+matching IoU), and anchor sizes fitted to the boxes (``zoo train --fit-anchors``).
+
+Both take the boxes as the network's input holds them before augmentation (each image
+resized as the model resizes it: :func:`zoo.engine.health.census.box_sides`), and both
+compare shapes only, each anchor centred on the box, as AutoAnchor compares them: the
+figure is an upper bound, which the grid of anchor centres lowers for boxes smaller than
+its stride. So the fit keeps every anchor at least as large as its map's stride (smaller
+ones would leave boxes between their centres unmatched).
+
+The fit is a quantile ladder, not AutoAnchor's k-means: an SSD's anchors are not free
+``(width, height)`` pairs but, per feature map, a few sizes at the map's aspect ratios
+(``MultiBoxPrior``), the sizes growing from map to map. The ladder spaces all the maps'
+sizes geometrically from a low to a high quantile of the boxes' scale (the square root of
+their area), lifts each to its map's stride, and keeps each map's number of sizes and its
+ratios: the graph's heads keep their shapes (``--init-from`` and ``--resume`` still fit),
+it needs no seed, and a box whose scale lies between two sizes is within a factor of the
+ladder's step of one of them.
+"""
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["AnchorMap", "FIT_QUANTILES", "best_ious", "best_possible_recall",
+           "ladder_sizes", "prior_shapes"]
+
+FIT_QUANTILES = (0.02, 0.98)
+"""The boxes' scale quantiles the ladder's first and last sizes sit at: the outer 2% of
+boxes still match the end sizes within their IoU tolerance (a factor of up to 1.4 at IoU
+0.5), so a few outliers do not stretch the ladder."""
+CHUNK = 65536
+"""Boxes compared with every anchor at once (bounds the memory on COCO-sized splits)."""
+
+
+@dataclass(frozen=True)
+class AnchorMap:
+    """One feature map's anchors: ``stride`` input pixels between their centres and
+    ``shapes``, ``((width, height), ...)`` in input pixels."""
+    stride: float
+    shapes: tuple
+
+
+def prior_shapes(sizes, ratios, side):
+    """``((width, height), ...)`` in pixels of a square ``side`` input of ``MultiBoxPrior``'s
+    anchors of ``sizes`` (fractions of the side) and ``ratios``: every size at the first
+    ratio, then the first size at each other ratio (MXNet's order)."""
+    pairs = [(size, ratios[0]) for size in sizes] + [(sizes[0], r) for r in ratios[1:]]
+    return tuple((size * side * np.sqrt(r), size * side / np.sqrt(r)) for size, r in pairs)
+
+
+def best_ious(sides, maps):
+    """``(N,)``: each box's best IoU with an anchor shape of ``maps`` centred on it."""
+    anchors = np.array([shape for level in maps for shape in level.shapes],
+                       np.float64).reshape(-1, 2)
+    best = np.zeros(len(sides))
+    for start in range(0, len(sides), CHUNK):
+        part = sides[start:start + CHUNK]
+        inter = (np.minimum(part[:, None, 0], anchors[None, :, 0])
+                 * np.minimum(part[:, None, 1], anchors[None, :, 1]))
+        union = part.prod(axis=1)[:, None] + anchors.prod(axis=1)[None, :] - inter
+        best[start:start + CHUNK] = (inter / union).max(axis=1, initial=0.0)
+    return best
+
+
+def best_possible_recall(sides, maps, threshold):
+    """The share of boxes (``sides``, input pixels) some anchor of ``maps`` can match at IoU
+    ``threshold``; 0 without a box."""
+    if not len(sides):
+        return 0.0
+    return float((best_ious(sides, maps) >= threshold).mean())
+
+
+def ladder_sizes(sides, counts, strides, largest):
+    """Per map, ``counts[k]`` anchor sizes in input pixels fitted to the boxes ``sides``:
+    spaced geometrically between the :data:`FIT_QUANTILES` of their scale, each at least
+    its map's stride (``strides[k]``) and the size before it, at most ``largest``."""
+    scales = np.sqrt(sides.prod(axis=1))
+    low, high = np.quantile(scales, FIT_QUANTILES)
+    rungs = iter(np.geomspace(low, high, sum(counts)))
+    fitted, floor = [], 0.0
+    for count, stride in zip(counts, strides):
+        sizes = []
+        for _ in range(count):
+            # sizes never shrink on coarser maps (the SSD config's own rule)
+            floor = min(max(next(rungs), stride, floor), largest)
+            sizes.append(floor)
+        fitted.append(sizes)
+    return fitted
