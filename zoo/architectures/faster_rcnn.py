@@ -12,6 +12,7 @@ from symbols import faster_rcnn as symbols
 from symbols import rpn as rpn_symbols
 
 from zoo.metrics.arrays import to_numpy
+from zoo.schema.anchors import AnchorMap
 from zoo.schema.fields import (DERIVED, FRACTION, REQUIRED, Bool, Field, Int, List, Number,
                                Optional, Schema, Str)
 from zoo.schema.checks import Checker, check_backbone_layer
@@ -153,6 +154,10 @@ class FasterRCNN(Architecture):
         """RPN anchors labelled object (1; 0 is background, -1 not sampled)."""
         return int((to_numpy(named_outputs["rpn_label_out"]) == 1).sum())
 
+    def anchor_maps(self, spec, backbone):
+        """The RPN's anchors on its map (:func:`rpn_anchor_maps`)."""
+        return rpn_anchor_maps(spec, [rpn(spec, "train").anchors])
+
     def describe(self, spec, backbone):
         """The RPN feature map as ``HxW/stride`` and the anchor count, for the checker table."""
         feature = backbone.body().get_internals()[spec["rpn_layer"] + "_output"]
@@ -168,6 +173,16 @@ def rpn(spec, stage):
                                   tuple(spec["anchor_ratios"]))
     return rpn_symbols.RPN(layer=spec["rpn_layer"], anchors=anchors,
                        settings=proposal_settings(spec, stage), channels=spec["rpn_channels"])
+
+
+def rpn_anchor_maps(spec, levels):
+    """``(maps, iou)`` of the RPN anchor ``levels`` (:class:`~symbols.rpn.AnchorLevel`):
+    each level's anchor shapes in the config's box convention, and the IoU from which an
+    anchor is positive."""
+    maps = [AnchorMap(level.stride, tuple(
+        (float(x2 - x1), float(y2 - y1)) for x1, y1, x2, y2 in rpn_symbols.level_base_anchors(
+            level, spec["rcnn_convention"]))) for level in levels]
+    return maps, spec["rpn_positive_iou"]
 
 
 def proposal_settings(spec, stage):

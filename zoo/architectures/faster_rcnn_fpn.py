@@ -111,6 +111,10 @@ class FasterRCNNFPN(FasterRCNN):
         return symbols.training_symbol(backbone, pyramid(spec), anchors(spec), box_head(spec),
                                        c4.proposal_settings(spec, "train"), c4.sampling(spec))
 
+    def anchor_maps(self, spec, backbone):
+        """Every RPN level's anchors (:func:`~zoo.architectures.faster_rcnn.rpn_anchor_maps`)."""
+        return c4.rpn_anchor_maps(spec, anchors(spec))
+
     def describe(self, spec, backbone):
         """Every RPN level as ``name HxW/stride`` and the anchor count, for the checker table."""
         data = self.input_shapes(spec)["data"]

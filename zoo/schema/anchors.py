@@ -13,7 +13,7 @@ The fit is a quantile ladder, not AutoAnchor's k-means: an SSD's anchors are not
 ``(width, height)`` pairs but, per feature map, a few sizes at the map's aspect ratios
 (``MultiBoxPrior``), the sizes growing from map to map. The ladder spaces all the maps'
 sizes geometrically from a low to a high quantile of the boxes' scale (the square root of
-their area), lifts each to its map's stride, and keeps each map's number of sizes and its
+their area), each lifted to its map's stride, and keeps each map's number of sizes and its
 ratios: the graph's heads keep their shapes (``--init-from`` and ``--resume`` still fit),
 it needs no seed, and a box whose scale lies between two sizes is within a factor of the
 ladder's step of one of them.
@@ -29,6 +29,10 @@ FIT_QUANTILES = (0.02, 0.98)
 """The boxes' scale quantiles the ladder's first and last sizes sit at: the outer 2% of
 boxes still match the end sizes within their IoU tolerance (a factor of up to 1.4 at IoU
 0.5), so a few outliers do not stretch the ladder."""
+MIN_STEP = 2 ** 0.25
+"""The smallest ratio between a size and the next: four sizes an octave (at IoU 0.5 one
+size matches square boxes within a factor of 1.4 either way); closer sizes would match the
+same boxes, where boxes span a narrow range or lie below the coarser maps' strides."""
 CHUNK = 65536
 """Boxes compared with every anchor at once (bounds the memory on COCO-sized splits)."""
 
@@ -72,18 +76,21 @@ def best_possible_recall(sides, maps, threshold):
 
 
 def ladder_sizes(sides, counts, strides, largest):
-    """Per map, ``counts[k]`` anchor sizes in input pixels fitted to the boxes ``sides``:
-    spaced geometrically between the :data:`FIT_QUANTILES` of their scale, each at least
-    its map's stride (``strides[k]``) and the size before it, at most ``largest``."""
+    """Per map, ``counts[k]`` anchor sizes in input pixels fitted to the boxes ``sides``: a
+    geometric ladder from the low to the high :data:`FIT_QUANTILES` of their scale (a step
+    of at least :data:`MIN_STEP`), each size at least its map's stride (``strides[k]``; the
+    ladder goes on from there) and at most ``largest``."""
     scales = np.sqrt(sides.prod(axis=1))
     low, high = np.quantile(scales, FIT_QUANTILES)
-    rungs = iter(np.geomspace(low, high, sum(counts)))
-    fitted, floor = [], 0.0
+    size = max(low, strides[0])
+    step = max((high / size) ** (1.0 / max(sum(counts) - 1, 1)), MIN_STEP)
+    fitted = []
     for count, stride in zip(counts, strides):
         sizes = []
         for _ in range(count):
-            # sizes never shrink on coarser maps (the SSD config's own rule)
-            floor = min(max(next(rungs), stride, floor), largest)
-            sizes.append(floor)
+            # never smaller than the size before: SSD's sizes do not shrink on coarser maps
+            size = min(max(size, stride), largest)
+            sizes.append(size)
+            size *= step
         fitted.append(sizes)
     return fitted

@@ -326,9 +326,13 @@ class BoxSizes:
     the input (``side``: its square side, or its short side) before augmentation, as the
     square root of each box's area; ``anchor`` the smallest anchor's side (its area's root)
     on its map of ``stride``; ``recall`` the share of boxes some anchor can match at IoU
-    ``iou``, ``fitted_recall`` that of anchors fitted to them (None: not measured);
+    ``iou``, ``fitted_recall`` that of anchors fitted to them (None: not measured, fitted
+    already, or the architecture's cannot be);
     ``photo_box`` the median box side and ``photo_side`` the median short side of the
-    images, in their own pixels; ``fitted``: the anchors are fitted already."""
+    images, in their own pixels; ``stretched``: the input is a square ``side`` whatever the
+    image (SSD's), else the images keep their aspect ratio; ``max_expand`` the zoom-out of
+    the augmentation (1: none, or none for this resize); ``fitted``: the anchors are fitted
+    already."""
     name: str
     input_size: str
     side: int
@@ -342,6 +346,7 @@ class BoxSizes:
     small: float                     # share of boxes below max(anchor * sqrt(iou), stride)
     photo_box: float
     photo_side: float
+    stretched: bool
     max_expand: float
     fitted: bool = False
     fitted_recall: Optional[float] = None
@@ -385,6 +390,8 @@ def take_sizes(dataset, name, preprocessing, anchor_maps, max_expand, fitted=Fal
     maps, iou = anchor_maps
     scales = np.sqrt(sides.prod(axis=1))
     level = min(maps, key=lambda m: min(w * h for w, h in m.shapes))
+    # the zoom-out and the crop are SSD's: a short-side resize's augmentation has neither
+    stretched = preprocessing.get("resize") != "short_side"
     anchor = float(np.sqrt(min(w * h for w, h in level.shapes)))
     table = box_table(dataset.records)
     photo = table.boxes[:, 2:] - table.boxes[:, :2]
@@ -397,7 +404,7 @@ def take_sizes(dataset, name, preprocessing, anchor_maps, max_expand, fitted=Fal
         small=float((scales < max(anchor * np.sqrt(iou), level.stride)).mean()),
         photo_box=float(np.median(photo)),
         photo_side=float(np.median([min(r.width, r.height) for r in dataset.records])),
-        max_expand=max_expand, fitted=fitted)
+        stretched=stretched, max_expand=max_expand if stretched else 1.0, fitted=fitted)
 
 
 def needs_advice(sizes):
@@ -450,7 +457,7 @@ def size_fixes(sizes):
     if sizes.too_small and tile is not None:
         fixes.append("train on tiles, --tiles %d (the median box then %s px at the input)"
                      % (tile, pixels(sizes.photo_box * sizes.side / tile)))
-    fit = "" if sizes.fitted else " --fit-anchors"
+    fit = " --fit-anchors" if sizes.fitted_recall is not None else ""
     shape = data_shape(sizes)
     if sizes.too_small and shape is not None:
         fixes.append("a larger input, --data-shape %d%s (the median box then %s px)"
@@ -466,7 +473,10 @@ def size_fixes(sizes):
 def data_shape(sizes):
     """The input side (a multiple of :data:`SIZE_STEP`) that brings the median box to the
     target (:attr:`BoxSizes.target`), at most :data:`LARGEST_SHAPE` and the images' own
-    size; None where it would not grow."""
+    size; None where it would not grow, or the input keeps the images' aspect ratio (its
+    long side bounded by ``max_size`` as well, a larger short side may not enlarge them)."""
+    if not sizes.stretched:
+        return None
     wanted = np.ceil(sizes.side * sizes.target / sizes.median / SIZE_STEP) * SIZE_STEP
     largest = min(LARGEST_SHAPE, max(SIZE_STEP, sizes.photo_side // SIZE_STEP * SIZE_STEP))
     shape = int(min(wanted, largest))
