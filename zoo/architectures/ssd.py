@@ -16,6 +16,8 @@ __all__ = ["LOSS_NAMES", "SCHEMA", "SSD", "anchor_boxes", "check_fields", "decod
            "feature_shapes", "matching"]
 
 MAX_ANCHOR_SIZE = 1.2
+RATIO_RANGE = (0.05, 20)
+"""The aspect ratios (width / height) an anchor may have."""
 PER_MAP = "from_layers"
 """Length rule of the per-feature-map lists: one entry per ``from_layers`` entry."""
 
@@ -34,7 +36,7 @@ SCHEMA = Schema("ssd", [
     Field("sizes", List(List(Number(0, MAX_ANCHOR_SIZE, low_open=True, what="an anchor size",
                                     note="a fraction of the image side")), length=PER_MAP),
           REQUIRED, "per map: anchor sizes as fractions of the image side"),
-    Field("ratios", List(List(Number(0.05, 20, what="an aspect ratio"), distinct=True),
+    Field("ratios", List(List(Number(*RATIO_RANGE, what="an aspect ratio"), distinct=True),
                          length=PER_MAP), REQUIRED, "per map: anchor aspect ratios"),
     Field("steps", Optional(List(Number(0, low_open=True, special=(-1,), note="pixels"),
                                  length=PER_MAP)), None,
@@ -138,13 +140,23 @@ class SSD(Architecture):
 
     def fitted_anchors(self, spec, backbone, sides):
         """``sizes`` fitted by :func:`zoo.schema.anchors.ladder_sizes` (as fractions of the
-        side, as many per map as before); the ratios stay the config's."""
+        side, as many per map as before), and ``ratios`` shifted to the boxes' aspect
+        (:func:`zoo.schema.anchors.shifted_ratios`) where that matches more of them."""
         side = spec["data_shape"]
-        maps, _ = self.anchor_maps(spec, backbone)
+        maps, iou = self.anchor_maps(spec, backbone)
         fitted = anchors.ladder_sizes(sides, [len(sizes) for sizes in spec["sizes"]],
                                       [level.stride for level in maps], MAX_ANCHOR_SIZE * side)
         # four decimals: a readable config, and rounding keeps the sizes' order
-        return {"sizes": [[round(size / side, 4) for size in sizes] for sizes in fitted]}
+        sizes = [[round(size / side, 4) for size in per_map] for per_map in fitted]
+        ratios = anchors.shifted_ratios(sides, spec["ratios"], *RATIO_RANGE)
+
+        def recall(ratio_lists):
+            return anchors.best_possible_recall(sides, [
+                anchors.AnchorMap(level.stride, anchors.prior_shapes(s, r, side))
+                for level, s, r in zip(maps, sizes, ratio_lists)], iou)
+        if recall(ratios) > recall(spec["ratios"]):
+            return {"sizes": sizes, "ratios": ratios}
+        return {"sizes": sizes}
 
     def describe(self, spec, backbone):
         """Feature maps as ``HxW/stride`` and the anchor count, for the checker table."""

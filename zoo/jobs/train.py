@@ -228,11 +228,12 @@ def fit_anchors(options, model, train_set, health):
         raise OptionsError("--fit-anchors fits SSD anchors; %s is a %s: drop --fit-anchors"
                            % (model.name, model.arch.name))
     before, after = (best_possible_recall(sides, *m.anchor_maps()) for m in (model, fitted))
-    detail = ("%d boxes of %s: best possible recall %s -> %s at IoU %g; sizes %s" % (
+    detail = "%d boxes of %s: best possible recall %s -> %s at IoU %g; %s" % (
         len(sides), data_split(options, options.train_split), census.percent(before),
-        census.percent(after), model.anchor_maps()[1],
-        " ".join("[%s]" % ", ".join("%g" % size for size in sizes)
-                 for sizes in fitted.config["sizes"])))
+        census.percent(after), model.anchor_maps()[1], "; ".join(
+            "%s %s" % (field, " ".join("[%s]" % ", ".join("%g" % v for v in values)
+                                       for values in fitted.config[field]))
+            for field in ("sizes", "ratios") if fitted.config[field] != model.config[field]))
     health.result(ANCHORS, "ok", detail)
     return fitted, "anchors fitted to the %s (--fit-anchors)" % detail
 

@@ -16,14 +16,16 @@ sizes geometrically from a low to a high quantile of the boxes' scale (the squar
 their area), each lifted to its map's stride, and keeps each map's number of sizes and its
 ratios: the graph's heads keep their shapes (``--init-from`` and ``--resume`` still fit),
 it needs no seed, and a box whose scale lies between two sizes is within a factor of the
-ladder's step of one of them.
+ladder's step of one of them. Where the boxes are far from square (poles, text lines),
+each map's ratios may also be shifted to the boxes' median aspect ratio
+(:func:`shifted_ratios`): the architecture keeps that only where it matches more boxes.
 """
 from dataclasses import dataclass
 
 import numpy as np
 
 __all__ = ["AnchorMap", "FIT_QUANTILES", "best_ious", "best_possible_recall",
-           "ladder_sizes", "prior_shapes"]
+           "ladder_sizes", "prior_shapes", "shifted_ratios"]
 
 FIT_QUANTILES = (0.02, 0.98)
 """The boxes' scale quantiles the ladder's first and last sizes sit at: the outer 2% of
@@ -94,3 +96,15 @@ def ladder_sizes(sides, counts, strides, largest):
             size *= step
         fitted.append(sizes)
     return fitted
+
+
+def shifted_ratios(sides, ratio_lists, low, high):
+    """Per map, its aspect ratios (width / height) multiplied by the boxes' median aspect
+    ratio, as far as all of them stay within [``low``, ``high``]: the map's spread of
+    shapes kept (so its ratios stay distinct), centred on the boxes'."""
+    median = float(np.median(sides[:, 0] / sides[:, 1]))
+    shifted = []
+    for ratios in ratio_lists:
+        factor = min(max(median, low / min(ratios)), high / max(ratios))
+        shifted.append([round(ratio * factor, 4) for ratio in ratios])
+    return shifted

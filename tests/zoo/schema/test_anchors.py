@@ -1,13 +1,16 @@
-"""`zoo train --fit-anchors` (issue 48): SSD anchor sizes fitted to the training boxes, the
-best possible recall before and after printed and recorded in the artifact, and the fitted
-anchors in the graph `zoo.load_detector` and `zoo detect` run. The recall is measured here
+"""`zoo train --fit-anchors` (issue 48): SSD anchor sizes fitted to the training boxes (and
+ratios, for boxes far from square), the best possible recall before and after printed and
+recorded in the artifact, and the fitted anchors in the graph `zoo.load_detector` and
+`zoo detect` run. The recall is measured here
 on the test's own boxes, with anchors laid out as MXNet's MultiBoxPrior lays them out,
 independently of zoo.schema.anchors."""
 import json
 import logging
+import os
 import re
 import warnings
 
+import cv2
 import numpy as np
 
 import zoo
@@ -99,3 +102,63 @@ def test_fit_anchors_raises_the_recall_and_the_artifact_detects_with_them(tmp_pa
         results = json.load(stream)
     assert results["complete"] and len(results["images"]) == 6
     assert results["category_ids"] == [16]
+
+
+def write_poles(folder, photos=4, seed=0):
+    """A COCO file of ``photos`` 640x480 JPEGs with 3 poles each, 8-12 pixels wide and
+    150-250 tall (far thinner than any SSD anchor); returns the flags and ``(N, 4)`` boxes."""
+    rng = np.random.RandomState(seed)
+    os.makedirs(os.path.join(folder, "photos"), exist_ok=True)
+    images, annotations = [], []
+    for index in range(photos):
+        image = rng.randint(90, 160, (480, 640, 3), dtype=np.uint8)
+        for _ in range(3):
+            w, h = int(rng.uniform(8, 12)), int(rng.uniform(150, 250))
+            x, y = int(rng.randint(0, 640 - w)), int(rng.randint(0, 480 - h))
+            image[y:y + h, x:x + w] = (20, 30, 40)
+            annotations.append({"id": len(annotations) + 1, "image_id": index + 1,
+                                "category_id": 7, "bbox": [x, y, w, h], "iscrowd": 0})
+        cv2.imwrite(os.path.join(folder, "photos", "%d.jpg" % index), image)
+        images.append({"id": index + 1, "file_name": "%d.jpg" % index, "width": 640,
+                       "height": 480})
+    path = os.path.join(folder, "poles.json")
+    with open(path, "w") as stream:
+        json.dump({"images": images, "annotations": annotations,
+                   "categories": [{"id": 7, "name": "pole"}]}, stream)
+    return (["--dataset", "coco", "--annotations", path, "--image-dir",
+             os.path.join(folder, "photos"), "--val-split", ""],
+            np.array([a["bbox"] for a in annotations], np.float64))
+
+
+def test_fit_anchors_gives_thin_boxes_thin_anchors(tmp_path, capsys):
+    data, boxes = write_poles(str(tmp_path / "poles"))
+    argv = ["check-data", "--network", NETWORK, "--batch-size", "2", "--batches", "1",
+            "--data-threads", "1", "--output-dir", str(tmp_path / "check"), *data]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert main(argv) == 0
+    # their shape, not their size, is what no anchor matches: --fit-anchors is the way out
+    census = [str(w.message) for w in caught if str(w.message).startswith("census: ")]
+    assert len(census) == 1 and "its anchors can match only 0% of the 12 training boxes" \
+        in census[0] and "--fit-anchors (best possible recall then" in census[0], census
+    capsys.readouterr()
+    with warnings.catch_warnings(record=True):
+        warnings.simplefilter("always")      # the zoom-out's, at the default --max-expand
+        assert main(argv + ["--fit-anchors"]) == 0
+    line = capsys.readouterr().out.splitlines()[0]
+    match = re.search(r"best possible recall (\d+)% -> (\d+)% at IoU 0.5; sizes (.*); ratios "
+                      r"(.*) \(--fit-anchors\)$", line)
+    assert match, line
+    sizes, ratios = ([[float(v) for v in part.split(", ")]
+                      for part in re.findall(r"\[([^]]*)\]", group)]
+                     for group in match.group(3, 4))
+    config = zoo.get_model(NETWORK).config
+    assert [len(r) for r in ratios] == [len(r) for r in config["ratios"]]
+    sides = np.column_stack([boxes[:, 2] * 192 / 640, boxes[:, 3] * 192 / 480])
+    before = recall(sides, prior_anchors(config["sizes"], config["ratios"], 192))
+    after = recall(sides, prior_anchors(sizes, ratios, 192))
+    assert (int(match.group(1)), int(match.group(2))) == (round(100 * before),
+                                                          round(100 * after))
+    assert before == 0 and after > 0.5
+    # tall anchors, each map's ratios still distinct and within the schema's 0.05-20
+    assert all(min(r) < 0.2 and len(set(r)) == len(r) and min(r) >= 0.05 for r in ratios)
