@@ -220,6 +220,7 @@ def fit_anchors(options, model, train_set, health):
     best possible recall before and after, also recorded in ``health`` (so in each
     checkpoint's metadata); else ``model`` and None. Refused in one line for an
     architecture whose anchors cannot be fitted."""
+    check_resumed_fit(options, model.name)
     if not options.fit_anchors:
         return model, None
     sides = census.box_sides(train_set, model.preprocessing())
@@ -236,6 +237,23 @@ def fit_anchors(options, model, train_set, health):
             for field in ("sizes", "ratios") if fitted.config[field] != model.config[field]))
     health.result(ANCHORS, "ok", detail)
     return fitted, "anchors fitted to the %s (--fit-anchors)" % detail
+
+
+def check_resumed_fit(options, model_name):
+    """Refuse, in one line, to resume a checkpoint trained with ``--fit-anchors`` without
+    it, or the other way round: its heads learnt their offsets from other anchors. (The fit
+    is deterministic: on the same training data it gives the checkpoint's anchors again.)"""
+    prefix = resume_prefix(options, model_name)
+    epoch = artifact.latest_epoch(prefix) if prefix else None
+    if epoch is None:
+        return
+    run = (artifact.read_meta(prefix, epoch).get("training") or {}).get("run") or {}
+    fitted = bool(run.get("fit_anchors"))
+    if fitted != options.fit_anchors:
+        raise OptionsError("%s-%04d was trained %s --fit-anchors: resume it %s" % (
+            prefix, epoch, "with" if fitted else "without",
+            "with --fit-anchors (the same training data gives the same anchors)" if fitted
+            else "without --fit-anchors"))
 
 
 def training_loader(options, model, train_set, num_workers=1, rank=0):

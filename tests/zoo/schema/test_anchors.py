@@ -89,6 +89,13 @@ def test_fit_anchors_raises_the_recall_and_the_artifact_detects_with_them(tmp_pa
     assert meta["training"]["run"]["fit_anchors"] is True
     assert meta["training"]["health"]["checks"]["anchors"]["detail"] in line
 
+    # resumed without them, its heads would predict offsets from other anchors: refused
+    capsys.readouterr()
+    assert main(["train", "--network", NETWORK, "--epochs", "2", "--batch-size", "2",
+                 "--output-dir", str(output), "--resume", "auto", *data]) != 0
+    assert "%s-0001 was trained with --fit-anchors: resume it with --fit-anchors" % prefix \
+        in capsys.readouterr().err
+
     # zoo detect runs the artifact's graph, whose anchors are the fitted ones
     with open(prefix + "-symbol.json") as stream:
         nodes = json.load(stream)["nodes"]
