@@ -104,7 +104,7 @@ def test_fit_anchors_raises_the_recall_and_the_artifact_detects_with_them(tmp_pa
         fitted["sizes"]
     capsys.readouterr()
     assert main(["detect", "--checkpoint", prefix, data[5], "--output",
-                 str(tmp_path / "detect"), "--no-pictures", "--no-progress"]) == 0
+                 str(tmp_path / "detect"), "--no-pictures"]) == 0
     with open(tmp_path / "detect" / "results.json") as stream:
         results = json.load(stream)
     assert results["complete"] and len(results["images"]) == 6

@@ -466,11 +466,13 @@ def size_fixes(sizes):
             sizes.fitted_recall > sizes.recall:
         fixes.append("fit the anchors to the boxes, --fit-anchors (best possible recall then "
                      "%s)" % percent(sizes.fitted_recall))
-    if fixes or not sizes.too_small:
-        return fixes or ["give the anchors the boxes' shapes: the config's sizes and ratios, "
-                         "in a YAML config of your own (base: the network)"]
-    return ["the boxes are too small for this network at any input the census suggests: "
-            "crop the images around them"]
+    if fixes:
+        return fixes
+    if sizes.too_small:
+        return ["the boxes are too small for this network at any input the census suggests: "
+                "crop the images around them"]
+    return ["give the anchors the boxes' shapes: the config's sizes and ratios, in a YAML "
+            "config of your own (base: the network)"]
 
 
 def data_shape(sizes):

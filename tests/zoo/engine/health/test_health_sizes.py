@@ -138,6 +138,14 @@ def test_small_birds_in_large_photos_are_told_the_flags_that_help(tmp_path, caps
                                     if text.startswith("epoch 1:"))
 
 
+@pytest.fixture(scope="module")
+def demo_data(tmp_path_factory):
+    """make demo's embedded data (its seed, image size and preset), 200 of its 1500
+    training images."""
+    return embedded.generate(str(tmp_path_factory.mktemp("shapes")), seed=0, num_train=200,
+                             num_val=8, image_size=256)
+
+
 @pytest.mark.parametrize("flags", [
     # make demo's recipe (zoo.jobs.recipes.SSD)
     ["--data-shape", "192", "--max-expand", "1", "--no-crop"],
@@ -145,10 +153,8 @@ def test_small_birds_in_large_photos_are_told_the_flags_that_help(tmp_path, caps
     ["--data-shape", "256"],
     # the defaults
     []], ids=["demo", "readme", "defaults"])
-def test_make_demos_data_is_silent(flags, tmp_path, capsys):
-    root = embedded.generate(str(tmp_path / "shapes"), seed=0, num_train=200, num_val=8,
-                             image_size=256)
-    out, found = check_data(capsys, tmp_path, ["--dataset", "voc", "--data-root", root],
+def test_make_demos_data_is_silent(flags, demo_data, tmp_path, capsys):
+    out, found = check_data(capsys, tmp_path, ["--dataset", "voc", "--data-root", demo_data],
                             "--batch-size", "4", *flags)
     assert found == []
     line = next(line for line in out if "boxes at the" in line)
