@@ -16,8 +16,6 @@ __all__ = ["LOSS_NAMES", "SCHEMA", "SSD", "anchor_boxes", "check_fields", "decod
            "feature_shapes", "matching"]
 
 MAX_ANCHOR_SIZE = 1.2
-RATIO_RANGE = (0.05, 20)
-"""The aspect ratios (width / height) an anchor may have."""
 PER_MAP = "from_layers"
 """Length rule of the per-feature-map lists: one entry per ``from_layers`` entry."""
 
@@ -36,7 +34,7 @@ SCHEMA = Schema("ssd", [
     Field("sizes", List(List(Number(0, MAX_ANCHOR_SIZE, low_open=True, what="an anchor size",
                                     note="a fraction of the image side")), length=PER_MAP),
           REQUIRED, "per map: anchor sizes as fractions of the image side"),
-    Field("ratios", List(List(Number(*RATIO_RANGE, what="an aspect ratio"), distinct=True),
+    Field("ratios", List(List(Number(*anchors.ASPECT_RANGE, what="an aspect ratio"), distinct=True),
                          length=PER_MAP), REQUIRED, "per map: anchor aspect ratios"),
     Field("steps", Optional(List(Number(0, low_open=True, special=(-1,), note="pixels"),
                                  length=PER_MAP)), None,
@@ -148,7 +146,7 @@ class SSD(Architecture):
                                       [level.stride for level in maps], MAX_ANCHOR_SIZE * side)
         # four decimals: a readable config, and rounding keeps the sizes' order
         sizes = [[round(size / side, 4) for size in per_map] for per_map in fitted]
-        ratios = anchors.shifted_ratios(sides, spec["ratios"], *RATIO_RANGE)
+        ratios = anchors.shifted_ratios(sides, spec["ratios"])
 
         def recall(ratio_lists):
             return anchors.best_possible_recall(sides, [

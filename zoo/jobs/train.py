@@ -226,17 +226,24 @@ def fit_anchors(options, model, train_set, health):
     sides = census.box_sides(train_set, model.preprocessing())
     fitted = model.with_fitted_anchors(sides)
     if fitted is None:
-        raise OptionsError("--fit-anchors fits SSD anchors; %s is a %s: drop --fit-anchors"
-                           % (model.name, model.arch.name))
+        raise OptionsError("--fit-anchors: the anchors of %s (%s) cannot be fitted; drop "
+                           "--fit-anchors" % (model.name, model.arch.name))
     before, after = (best_possible_recall(sides, *m.anchor_maps()) for m in (model, fitted))
+    config = fitted.config
     detail = "%d boxes of %s: best possible recall %s -> %s at IoU %g; %s" % (
         len(sides), data_split(options, options.train_split), census.percent(before),
         census.percent(after), model.anchor_maps()[1], "; ".join(
-            "%s %s" % (field, " ".join("[%s]" % ", ".join("%g" % v for v in values)
-                                       for values in fitted.config[field]))
-            for field in ("sizes", "ratios") if fitted.config[field] != model.config[field]))
+            "%s %s" % (field, list_words(config[field])) for field in config
+            if config[field] != model.config.get(field)))
     health.result(ANCHORS, "ok", detail)
     return fitted, "anchors fitted to the %s (--fit-anchors)" % detail
+
+
+def list_words(values):
+    """``[0.1, 0.2] [0.3]`` for a list of lists, ``[2, 4, 8]`` for a list."""
+    if values and isinstance(values[0], list):
+        return " ".join(map(list_words, values))
+    return "[%s]" % ", ".join("%g" % value for value in values)
 
 
 def check_resumed_fit(options, model_name):

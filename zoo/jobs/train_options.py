@@ -77,8 +77,8 @@ class TrainOptions(TrainerOptions, OptimizerOptions):
     crop: bool = flag(True, "no IoU-constrained random crop in the augmentation")
     fit_anchors: bool = flag(            # zoo.schema.anchors
         False, "fit the anchors' sizes (and ratios, for boxes far from square) to the "
-               "training boxes at the input size (SSD; the best possible recall before and "
-               "after is printed, the artifact keeps them)")
+               "training boxes at the input size (the best possible recall before and after "
+               "is printed, the artifact keeps them)")
     skip_bad: bool = skip_bad_flag()
     max_skipped: float = flag(
         0.2, "with --skip-bad: stop when more than this share of a split's images would be "

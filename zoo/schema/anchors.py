@@ -19,12 +19,14 @@ it needs no seed, and a box whose scale lies between two sizes is within a facto
 ladder's step of one of them. Where the boxes are far from square (poles, text lines),
 each map's ratios may also be shifted to the boxes' median aspect ratio
 (:func:`shifted_ratios`): the architecture keeps that only where it matches more boxes.
+Faster R-CNN's RPN anchors are fitted the same way: C4's scales (sizes in units of its
+one stride) as one map's ladder, FPN's one size per level as a ladder over the levels.
 """
 from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["AnchorMap", "FIT_QUANTILES", "best_ious", "best_possible_recall",
+__all__ = ["ASPECT_RANGE", "AnchorMap", "FIT_QUANTILES", "best_ious", "best_possible_recall",
            "ladder_sizes", "prior_shapes", "shifted_ratios"]
 
 FIT_QUANTILES = (0.02, 0.98)
@@ -35,6 +37,9 @@ MIN_STEP = 2 ** 0.25
 """The smallest ratio between a size and the next: four sizes an octave (at IoU 0.5 one
 size matches square boxes within a factor of 1.4 either way); closer sizes would match the
 same boxes, where boxes span a narrow range or lie below the coarser maps' strides."""
+ASPECT_RANGE = (0.05, 20)
+"""The aspect ratios an anchor may have (an SSD config's bounds; the fit keeps Faster
+R-CNN's within them too)."""
 CHUNK = 65536
 """Boxes compared with every anchor at once (bounds the memory on COCO-sized splits)."""
 
@@ -98,10 +103,11 @@ def ladder_sizes(sides, counts, strides, largest):
     return fitted
 
 
-def shifted_ratios(sides, ratio_lists, low, high):
-    """Per map, its aspect ratios (width / height) multiplied by the boxes' median aspect
-    ratio, as far as all of them stay within [``low``, ``high``]: the map's spread of
-    shapes kept (so its ratios stay distinct), centred on the boxes'."""
+def shifted_ratios(sides, ratio_lists, low=ASPECT_RANGE[0], high=ASPECT_RANGE[1]):
+    """Per map, its aspect ratios (width / height of ``sides``; pass them swapped for
+    ratios of height / width) multiplied by the boxes' median aspect ratio, as far as all of
+    them stay within [``low``, ``high``]: the map's spread of shapes kept (so its ratios
+    stay distinct), centred on the boxes'."""
     median = float(np.median(sides[:, 0] / sides[:, 1]))
     shifted = []
     for ratios in ratio_lists:

@@ -188,3 +188,40 @@ def test_fit_anchors_gives_thin_boxes_thin_anchors(tmp_path, capsys):
     assert before == 0 and after > 0.5
     # tall anchors, each map's ratios still distinct and within the schema's 0.05-20
     assert all(min(r) < 0.2 and len(set(r)) == len(r) and min(r) >= 0.05 for r in ratios)
+
+
+def test_fit_anchors_fits_the_rpn_anchors_of_a_feature_pyramid(tmp_path, capsys):
+    """Faster R-CNN FPN: one anchor size per level, in pixels; the RPN's anchors of size s and
+    ratio r (height / width) are s / sqrt(r) wide and s * sqrt(r) tall, positive from IoU
+    0.7. The photos' short side goes to 600 unless the long side passes 1000: x0.5 here."""
+    data, boxes = write_birds(str(tmp_path / "birds"))
+    network = "faster_rcnn_fpn_mobilenetv2"
+    capsys.readouterr()
+    with warnings.catch_warnings(record=True):
+        warnings.simplefilter("always")
+        assert main(["check-data", "--network", network, "--fit-anchors", "--batch-size", "1",
+                     "--batches", "1", "--data-threads", "1", "--output-dir",
+                     str(tmp_path / "check"), *data]) == 0
+    line = capsys.readouterr().out.splitlines()[0]
+    match = re.search(r"best possible recall (\d+)% -> (\d+)% at IoU 0.7; anchor_sizes "
+                      r"\[(.*)\] \(--fit-anchors\)$", line)
+    assert match, line
+    fitted = [float(v) for v in match.group(3).split(", ")]
+    config = zoo.get_model(network).config
+    assert config["rcnn_convention"] == "zoo" and len(fitted) == len(config["anchor_sizes"])
+
+    def rpn_recall(sizes):
+        anchors = np.array([(s / r ** 0.5, s * r ** 0.5) for s in sizes
+                            for r in config["anchor_ratios"]])
+        sides = boxes[:, 2:] * 0.5
+        inter = (np.minimum(sides[:, None, 0], anchors[None, :, 0])
+                 * np.minimum(sides[:, None, 1], anchors[None, :, 1]))
+        iou = inter / (sides.prod(axis=1)[:, None] + anchors.prod(axis=1)[None] - inter)
+        return float((iou.max(axis=1) >= 0.7).mean())
+    before, after = rpn_recall(config["anchor_sizes"]), rpn_recall(fitted)
+    assert (int(match.group(1)), int(match.group(2))) == (round(100 * before),
+                                                          round(100 * after))
+    assert after > before
+    # each level's anchor at least its stride (4, 8, ... pixels), growing level to level
+    assert fitted == sorted(fitted) and all(
+        size >= stride for size, stride in zip(fitted, (4, 8, 16, 32, 64)))
