@@ -254,7 +254,11 @@ def check_resumed_fit(options, model_name):
     epoch = artifact.latest_epoch(prefix) if prefix else None
     if epoch is None:
         return
-    run = (artifact.read_meta(prefix, epoch).get("training") or {}).get("run") or {}
+    try:
+        meta = artifact.read_meta(prefix, epoch)
+    except artifact.ArtifactError:
+        return  # the resume itself says what is wrong with it, in its own words
+    run = (meta.get("training") or {}).get("run") or {}
     fitted = bool(run.get("fit_anchors"))
     if fitted != options.fit_anchors:
         raise OptionsError("%s-%04d was trained %s --fit-anchors: resume it %s" % (
