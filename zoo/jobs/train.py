@@ -35,8 +35,8 @@ from zoo.jobs.datasets import DataSplit
 from zoo.jobs.train_options import TrainOptions  # the job's options, defined without MXNet
 
 __all__ = ["LOG", "TrainOptions", "build_train_model", "data_census", "eval_command",
-           "fit_anchors", "learning_rate", "make_trainer", "open_data", "resolved", "resume_prefix",
-           "total_batch", "train", "training_loader"]
+           "fit_anchors", "learning_rate", "make_trainer", "open_data", "resolved",
+           "resume_prefix", "total_batch", "train", "training_loader"]
 
 LOG = logging.getLogger("zoo.train")
 CLASSES_SHOWN = 8
