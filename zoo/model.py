@@ -137,6 +137,23 @@ class DetectionModel:
         for transforms, detector and artifact."""
         return self.arch.preprocessing(self._spec)
 
+    def anchor_maps(self):
+        """``(maps, iou)``: each feature map's anchors in input pixels
+        (:class:`zoo.schema.anchors.AnchorMap`) and the IoU at which one matches a box in
+        training; None where the architecture does not say."""
+        return self.arch.anchor_maps(self._spec, self.backbone)
+
+    def with_fitted_anchors(self, sides):
+        """This model rebuilt with anchors fitted to boxes of ``sides`` (``(N, 2)`` input
+        pixels; :mod:`zoo.schema.anchors`), its graph's shapes unchanged; None where the
+        architecture's anchors cannot be fitted."""
+        fields = self.arch.fitted_anchors(self._spec, self.backbone, sides)
+        if fields is None:
+            return None
+        model = build_model(self.config, **fields)
+        model.pretrained_path = self.pretrained_path
+        return model
+
     def describe(self):
         """``(feature maps, anchor count)`` as the checker table shows them."""
         return self.arch.describe(self._spec, self.backbone)

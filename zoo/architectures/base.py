@@ -116,6 +116,19 @@ class Architecture(abc.ABC):
         loss."""
         return None
 
+    def anchor_maps(self, spec, backbone):
+        """``(maps, iou)``: the anchors of each feature map
+        (:class:`zoo.schema.anchors.AnchorMap`, input pixels) and the IoU at which an anchor
+        matches a box in training; None where the family does not say (the data census then
+        leaves the anchors out)."""
+        return None
+
+    def fitted_anchors(self, spec, backbone, sides):
+        """The config fields (``{field: value}``) of anchors fitted to boxes of ``sides``
+        (``(N, 2)`` input pixels, :mod:`zoo.schema.anchors`), the graph's shapes kept; None
+        where the family's anchors cannot be fitted."""
+        return None
+
     @abc.abstractmethod
     def describe(self, spec, backbone):
         """``(feature maps, anchor count)`` as the checker table shows them."""

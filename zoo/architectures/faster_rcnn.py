@@ -12,6 +12,7 @@ from symbols import faster_rcnn as symbols
 from symbols import rpn as rpn_symbols
 
 from zoo.metrics.arrays import to_numpy
+from zoo.schema import anchors as anchor_fit
 from zoo.schema.fields import (DERIVED, FRACTION, REQUIRED, Bool, Field, Int, List, Number,
                                Optional, Schema, Str)
 from zoo.schema.checks import Checker, check_backbone_layer
@@ -153,6 +154,20 @@ class FasterRCNN(Architecture):
         """RPN anchors labelled object (1; 0 is background, -1 not sampled)."""
         return int((to_numpy(named_outputs["rpn_label_out"]) == 1).sum())
 
+    def anchor_maps(self, spec, backbone):
+        """The RPN's anchors on its map (:func:`rpn_anchor_maps`)."""
+        return rpn_anchor_maps(spec, [rpn(spec, "train").anchors])
+
+    def fitted_anchors(self, spec, backbone, sides):
+        """``anchor_scales`` (units of ``rpn_stride``) of a size ladder on the RPN's map
+        (:func:`zoo.schema.anchors.ladder_sizes`), and ``anchor_ratios`` shifted to the
+        boxes' where that matches more of them (:func:`with_fitted_ratios`)."""
+        stride = spec["rpn_stride"]
+        sizes = anchor_fit.ladder_sizes(sides, [len(spec["anchor_scales"])], [stride],
+                                        np.inf)[0]
+        return with_fitted_ratios(self, spec, backbone, sides, {
+            "anchor_scales": [round(size / stride, 4) for size in sizes]})
+
     def describe(self, spec, backbone):
         """The RPN feature map as ``HxW/stride`` and the anchor count, for the checker table."""
         feature = backbone.body().get_internals()[spec["rpn_layer"] + "_output"]
@@ -168,6 +183,30 @@ def rpn(spec, stage):
                                   tuple(spec["anchor_ratios"]))
     return rpn_symbols.RPN(layer=spec["rpn_layer"], anchors=anchors,
                        settings=proposal_settings(spec, stage), channels=spec["rpn_channels"])
+
+
+def rpn_anchor_maps(spec, levels):
+    """``(maps, iou)`` of the RPN anchor ``levels`` (:class:`~symbols.rpn.AnchorLevel`):
+    each level's anchor shapes in the config's box convention, and the IoU from which an
+    anchor is positive."""
+    maps = [anchor_fit.AnchorMap(level.stride, tuple(
+        (float(x2 - x1), float(y2 - y1)) for x1, y1, x2, y2 in rpn_symbols.level_base_anchors(
+            level, spec["rcnn_convention"]))) for level in levels]
+    return maps, spec["rpn_positive_iou"]
+
+
+def with_fitted_ratios(arch, spec, backbone, sides, fields):
+    """``fields`` (fitted anchor sizes), with ``anchor_ratios`` shifted to the boxes' median
+    aspect (:func:`zoo.schema.anchors.shifted_ratios`; the RPN's ratio is height / width)
+    where the anchors then match more of the boxes ``sides``."""
+    ratios = anchor_fit.shifted_ratios(sides[:, ::-1], [spec["anchor_ratios"]])[0]
+
+    def recall(fitted):
+        return anchor_fit.best_possible_recall(
+            sides, *arch.anchor_maps(spec.merged(fitted), backbone))
+    if recall(dict(fields, anchor_ratios=ratios)) > recall(fields):
+        return dict(fields, anchor_ratios=ratios)
+    return fields
 
 
 def proposal_settings(spec, stage):

@@ -13,6 +13,7 @@ from zoo.schema.fields import (DERIVED, REQUIRED, Bool, Field, Int, List, Number
                                Str)
 from zoo.schema.checks import Checker, check_backbone_layer
 from zoo.architectures import faster_rcnn as c4
+from zoo.schema.anchors import ladder_sizes
 from zoo.architectures.faster_rcnn import FasterRCNN
 
 __all__ = ["FasterRCNNFPN", "SCHEMA", "anchors", "box_head", "check_fields", "pyramid"]
@@ -110,6 +111,19 @@ class FasterRCNNFPN(FasterRCNN):
     def training_symbol(self, backbone, spec):
         return symbols.training_symbol(backbone, pyramid(spec), anchors(spec), box_head(spec),
                                        c4.proposal_settings(spec, "train"), c4.sampling(spec))
+
+    def anchor_maps(self, spec, backbone):
+        """Every RPN level's anchors (:func:`~zoo.architectures.faster_rcnn.rpn_anchor_maps`)."""
+        return c4.rpn_anchor_maps(spec, anchors(spec))
+
+    def fitted_anchors(self, spec, backbone, sides):
+        """``anchor_sizes`` (pixels, one per level) of a size ladder over the RPN levels
+        (:func:`zoo.schema.anchors.ladder_sizes`), and ``anchor_ratios`` shifted to the
+        boxes' where that matches more of them."""
+        strides = [level.stride for level in anchors(spec)]
+        sizes = ladder_sizes(sides, [1] * len(strides), strides, float("inf"))
+        return c4.with_fitted_ratios(self, spec, backbone, sides, {
+            "anchor_sizes": [round(size[0], 2) for size in sizes]})
 
     def describe(self, spec, backbone):
         """Every RPN level as ``name HxW/stride`` and the anchor count, for the checker table."""

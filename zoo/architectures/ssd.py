@@ -4,6 +4,7 @@ import numpy as np
 
 from symbols import ssd as symbols
 
+from zoo.schema import anchors
 from zoo.schema.graph import effective_stride
 from zoo.metrics.arrays import to_numpy
 from zoo.schema.fields import (DERIVED, FRACTION, REQUIRED, Bool, Field, Int, List, Number,
@@ -33,7 +34,7 @@ SCHEMA = Schema("ssd", [
     Field("sizes", List(List(Number(0, MAX_ANCHOR_SIZE, low_open=True, what="an anchor size",
                                     note="a fraction of the image side")), length=PER_MAP),
           REQUIRED, "per map: anchor sizes as fractions of the image side"),
-    Field("ratios", List(List(Number(0.05, 20, what="an aspect ratio"), distinct=True),
+    Field("ratios", List(List(Number(*anchors.ASPECT_RANGE, what="an aspect ratio"), distinct=True),
                          length=PER_MAP), REQUIRED, "per map: anchor aspect ratios"),
     Field("steps", Optional(List(Number(0, low_open=True, special=(-1,), note="pixels"),
                                  length=PER_MAP)), None,
@@ -123,6 +124,37 @@ class SSD(Architecture):
     def positive_anchors(self, named_outputs):
         """Anchors whose class target is an object (0 is background, -1 ignored)."""
         return int((to_numpy(named_outputs["cls_label"]) > 0).sum())
+
+    def anchor_maps(self, spec, backbone):
+        """Each map's ``MultiBoxPrior`` anchors at its step (its own cell, where the config
+        derives it from the map), and ``overlap_threshold``."""
+        side = spec["data_shape"]
+        shapes = feature_shapes(spec, backbone, spec["feature_layers"])
+        maps = [anchors.AnchorMap(step if step > 0 else side / shape[2],
+                                  anchors.prior_shapes(sizes, ratios, side))
+                for step, shape, sizes, ratios in zip(spec["steps"], shapes, spec["sizes"],
+                                                      spec["ratios"])]
+        return maps, spec["overlap_threshold"]
+
+    def fitted_anchors(self, spec, backbone, sides):
+        """``sizes`` fitted by :func:`zoo.schema.anchors.ladder_sizes` (as fractions of the
+        side, as many per map as before), and ``ratios`` shifted to the boxes' aspect
+        (:func:`zoo.schema.anchors.shifted_ratios`) where that matches more of them."""
+        side = spec["data_shape"]
+        maps, iou = self.anchor_maps(spec, backbone)
+        fitted = anchors.ladder_sizes(sides, [len(sizes) for sizes in spec["sizes"]],
+                                      [level.stride for level in maps], MAX_ANCHOR_SIZE * side)
+        # four decimals: a readable config, and rounding keeps the sizes' order
+        sizes = [[round(size / side, 4) for size in per_map] for per_map in fitted]
+        ratios = anchors.shifted_ratios(sides, spec["ratios"])
+
+        def recall(ratio_lists):
+            return anchors.best_possible_recall(sides, [
+                anchors.AnchorMap(level.stride, anchors.prior_shapes(s, r, side))
+                for level, s, r in zip(maps, sizes, ratio_lists)], iou)
+        if recall(ratios) > recall(spec["ratios"]):
+            return {"sizes": sizes, "ratios": ratios}
+        return {"sizes": sizes}
 
     def describe(self, spec, backbone):
         """Feature maps as ``HxW/stride`` and the anchor count, for the checker table."""

@@ -33,6 +33,7 @@ def add_data_arguments(p, options_class):
     add_hidden_alias(p, "--val-set", "val_split")
     add_flags(p, options_class, "annotations", "image_dir", "skip_bad", "data_threads",
               "max_skipped", "data_shape", "batch_size", "seed", "max_expand", "crop")
+    add_flags(p, options_class, "fit_anchors")
 
 
 def add_tile_arguments(p):

@@ -29,6 +29,7 @@ class CheckDataOptions:
     batch_size: int = field_of(TrainOptions, "batch_size")
     max_expand: float = field_of(TrainOptions, "max_expand")
     crop: bool = field_of(TrainOptions, "crop")
+    fit_anchors: bool = field_of(TrainOptions, "fit_anchors")
     seed: int = field_of(TrainOptions, "seed")
     skip_bad: bool = field_of(TrainOptions, "skip_bad")
     max_skipped: float = field_of(TrainOptions, "max_skipped")
@@ -63,13 +64,16 @@ def check_data(options):
     batch (no object, or no positive anchor)."""
     # Imported here, as zoo train's job: they load MXNet, which the options do without.
     from zoo.engine.health.first_batch import draw_batch, picture_path
-    from zoo.jobs.train import (build_train_model, data_census, data_split, open_data,
-                                training_loader)
+    from zoo.jobs.train import (build_train_model, data_census, data_split, fit_anchors,
+                                open_data, training_loader)
     train_options = options.train_options()
     train_set, val_set = open_data(train_options)
-    model = build_train_model(train_options, train_set.class_names)
     health = HealthReport()
-    lines = data_census(train_options, model, train_set, val_set, health)
+    model, fit_line = fit_anchors(train_options,
+                                  build_train_model(train_options, train_set.class_names),
+                                  train_set, health)
+    lines = [fit_line] if fit_line else []
+    lines += data_census(train_options, model, train_set, val_set, health)
     loader = training_loader(train_options, model, train_set)
     name = str(data_split(train_options, options.train_split))
     pictures = []

@@ -28,6 +28,7 @@ from zoo.engine.hooks import DivergenceCheck, ProgressBar, default_hooks, last_c
 from zoo.engine.precision import resolve_dtype
 from zoo.engine.trainer import Trainer, TrainingInterrupted
 from zoo.errors import OptionsError
+from zoo.schema.anchors import best_possible_recall
 from zoo.model import build_model
 from zoo.config.registry import network_config
 from zoo.jobs import LOG_FORMAT
@@ -35,12 +36,14 @@ from zoo.jobs.datasets import DataSplit
 from zoo.jobs.train_options import TrainOptions  # the job's options, defined without MXNet
 
 __all__ = ["LOG", "TrainOptions", "build_train_model", "data_census", "eval_command",
-           "learning_rate", "make_trainer", "open_data", "resolved", "resume_prefix",
-           "total_batch", "train", "training_loader"]
+           "fit_anchors", "learning_rate", "make_trainer", "open_data", "resolved",
+           "resume_prefix", "total_batch", "train", "training_loader"]
 
 LOG = logging.getLogger("zoo.train")
 CLASSES_SHOWN = 8
 """Class names the header line lists before "...". """
+ANCHORS = "anchors"
+"""The name of ``--fit-anchors``' result in the health record."""
 
 
 @dataclass(frozen=True)
@@ -87,6 +90,9 @@ def make_trainer(options, kvstore=None):
     lr, lr_note = learning_rate(options, model.arch, num_workers)
     LOG.info("%s", header_line(options, model, len(train_set), precision, note, lr_note))
     health = HealthReport()
+    model, fit_line = fit_anchors(options, model, train_set, health)
+    if fit_line:
+        LOG.info("%s", fit_line)
     if options.health and rank == 0:
         LOG.info("first batch, as the network gets it: %s", picture_path(options.output_dir))
         for line in data_census(options, model, train_set, val_set, health):
@@ -189,13 +195,80 @@ def open_split(options, split, verify=False):
 
 def data_census(options, model, train_set, val_set, health):
     """The census lines of the training and validation splits (:mod:`zoo.engine.health.census`),
-    their warnings issued into ``health``; boxes under a pixel at ``model``'s input counted."""
+    their warnings issued into ``health``; boxes under a pixel at ``model``'s input counted;
+    then the training boxes against ``model``'s anchors, with the recall of anchors fitted
+    to them where the census would suggest ``--fit-anchors``."""
     preprocessing = model.preprocessing()
-    train = census.take_census(train_set, str(data_split(options, options.train_split)),
-                               preprocessing)
+    name = str(data_split(options, options.train_split))
+    train = census.take_census(train_set, name, preprocessing)
     val = (census.take_census(val_set, str(data_split(options, options.val_split)), preprocessing)
            if val_set is not None else None)
-    return census.report(health, train, val)
+    lines = census.report(health, train, val)
+    sizes = census.take_sizes(train_set, name, preprocessing, model.anchor_maps(),
+                              options.max_expand, fitted=options.fit_anchors)
+    if sizes is None:
+        return lines
+    if census.needs_advice(sizes) and not options.fit_anchors:
+        # fitted here only to say what --fit-anchors would give: a graph build, under a second
+        sides = census.box_sides(train_set, preprocessing)
+        fitted = model.with_fitted_anchors(sides)
+        if fitted is not None:
+            sizes = replace(sizes, fitted_recall=best_possible_recall(sides,
+                                                                      *fitted.anchor_maps()))
+    return lines + [census.report_sizes(health, sizes)]
+
+
+def fit_anchors(options, model, train_set, health):
+    """``(model, line)``: with ``--fit-anchors``, ``model`` rebuilt with anchors fitted to
+    the boxes of ``train_set`` (:mod:`zoo.schema.anchors`) and the line saying so, with the
+    best possible recall before and after, also recorded in ``health`` (so in each
+    checkpoint's metadata); else ``model`` and None. Refused in one line for an
+    architecture whose anchors cannot be fitted."""
+    check_resumed_fit(options, model.name)
+    if not options.fit_anchors:
+        return model, None
+    sides = census.box_sides(train_set, model.preprocessing())
+    fitted = model.with_fitted_anchors(sides)
+    if fitted is None:
+        raise OptionsError("--fit-anchors: the anchors of %s (%s) cannot be fitted; drop "
+                           "--fit-anchors" % (model.name, model.arch.name))
+    before, after = (best_possible_recall(sides, *m.anchor_maps()) for m in (model, fitted))
+    config = fitted.config
+    detail = "%d boxes of %s: best possible recall %s -> %s at IoU %g; %s" % (
+        len(sides), data_split(options, options.train_split), census.percent(before),
+        census.percent(after), model.anchor_maps()[1], "; ".join(
+            "%s %s" % (field, list_words(config[field])) for field in config
+            if config[field] != model.config.get(field)))
+    health.result(ANCHORS, "ok", detail)
+    return fitted, "anchors fitted to the %s (--fit-anchors)" % detail
+
+
+def list_words(values):
+    """``[0.1, 0.2] [0.3]`` for a list of lists, ``[2, 4, 8]`` for a list."""
+    if values and isinstance(values[0], list):
+        return " ".join(map(list_words, values))
+    return "[%s]" % ", ".join("%g" % value for value in values)
+
+
+def check_resumed_fit(options, model_name):
+    """Refuse, in one line, to resume a checkpoint trained with ``--fit-anchors`` without
+    it, or the other way round: its heads learnt their offsets from other anchors. (The fit
+    is deterministic: on the same training data it gives the checkpoint's anchors again.)"""
+    prefix = resume_prefix(options, model_name)
+    epoch = artifact.latest_epoch(prefix) if prefix else None
+    if epoch is None:
+        return
+    try:
+        meta = artifact.read_meta(prefix, epoch)
+    except artifact.ArtifactError:
+        return  # the resume itself says what is wrong with it, in its own words
+    run = (meta.get("training") or {}).get("run") or {}
+    fitted = bool(run.get("fit_anchors"))
+    if fitted != options.fit_anchors:
+        raise OptionsError("%s-%04d was trained %s --fit-anchors: resume it %s" % (
+            prefix, epoch, "with" if fitted else "without",
+            "with --fit-anchors (the same training data gives the same anchors)" if fitted
+            else "without --fit-anchors"))
 
 
 def training_loader(options, model, train_set, num_workers=1, rank=0):

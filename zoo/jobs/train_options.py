@@ -84,6 +84,10 @@ class TrainOptions(TrainerOptions, OptimizerOptions):
                              "without a box, so every epoch sees every photo); a box cut by a "
                              "tile's edge is kept, clipped, when at least %g of it is inside"
                              % MIN_KEPT, type=float_in(0.0), metavar="RATIO")
+    fit_anchors: bool = flag(            # zoo.schema.anchors
+        False, "fit the anchors' sizes (and ratios, for boxes far from square) to the "
+               "training boxes at the input size (the best possible recall before and after "
+               "is printed, the artifact keeps them)")
     skip_bad: bool = skip_bad_flag()
     max_skipped: float = flag(
         0.2, "with --skip-bad: stop when more than this share of a split's images would be "

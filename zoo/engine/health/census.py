@@ -5,6 +5,14 @@ image, the class histogram, and the boxes lost on the way to the network (empty 
 clipped to their image, or under a pixel at the model's input). Warned: a list whose
 entries are mostly one file, a class without a training instance, many lost boxes.
 
+Then what the network will see of the training boxes (:class:`BoxSizes`, one line): their
+sides at its input (median and 10th percentile) against its smallest anchor and that
+map's stride, and the share of boxes its anchors can match at all (the best possible
+recall, :mod:`zoo.schema.anchors`). Warned, with the flags that apply: most boxes smaller
+than the smallest anchor or the stride (train on tiles, fit the anchors, a larger input),
+a zoom-out (``--max-expand``) that shrinks them below the smallest anchor, anchors that
+can match under half the boxes.
+
 Refused, whatever ``--no-health`` says (no run can learn from such data): boxes normalised
 to [0, 1] where pixels are expected, a training split without a box, and ``--skip-bad``
 dropping more than ``--max-skipped`` of a split's images.
@@ -21,10 +29,12 @@ import numpy as np
 from zoo.data.coco import COCODataset
 from zoo.data.voc import VOCDataset
 from zoo.errors import DataError
+from zoo.schema.anchors import best_possible_recall
 from zoo.schema.preprocessing import input_size, scaled_size
 
-__all__ = ["CHECK", "Census", "check_boxes_in_pixels", "check_has_boxes", "check_skipped",
-           "report", "take_census"]
+__all__ = ["BoxSizes", "CHECK", "Census", "box_sides", "check_boxes_in_pixels",
+           "check_has_boxes", "check_skipped", "report", "report_sizes", "take_census",
+           "take_sizes"]
 
 CHECK = "census"
 """The check's name in the health line and its warnings."""
@@ -41,6 +51,19 @@ REPEATED_SHARE = 0.5
 LOST_SHARE = 0.1
 """A split losing more than this share of its boxes before the network is warned (a few
 sub-pixel boxes are normal in COCO)."""
+SMALL_SHARE = 0.5
+"""Training boxes smaller than the smallest anchor or its stride are warned when they are
+more than this share: most of them."""
+LOW_RECALL = 0.5
+"""Anchors that can match fewer than this share of the training boxes are warned."""
+TARGET_STRIDES = 2
+"""The median box a suggested ``--data-shape`` or ``--tiles`` aims at: the smallest anchor,
+and at least this many strides of its map (make demo's network has 2.4)."""
+SIZE_STEP = 32
+"""Suggested input and tile sides are multiples of this (the deepest backbone stride)."""
+LARGEST_SHAPE = 1024
+"""The largest ``--data-shape`` the census suggests: 28x the pixels of make demo's 192 (a
+CPU step costs as much more), where tiles give the boxes the same pixels for less."""
 
 
 @dataclass(frozen=True)
@@ -146,6 +169,15 @@ def box_table(records):
         classes=np.concatenate([r.class_ids for r in records]
                                + [np.zeros(0, np.int64)]).astype(np.int64),
         sizes=sizes[owners], owners=owners, counts=counts)
+
+
+def box_sides(dataset, preprocessing):
+    """``(N, 2)`` widths and heights, in pixels of the model's input (``preprocessing``, a
+    model's) before augmentation, of the boxes of ``dataset`` that keep an area."""
+    table = box_table(dataset.records)
+    sides = (table.boxes[:, 2:] - table.boxes[:, :2]) * input_scale(
+        table.sizes[:, 0], table.sizes[:, 1], preprocessing)
+    return sides[(sides > 0).all(axis=1)]
 
 
 def input_scale(width, height, preprocessing):
@@ -284,3 +316,209 @@ def warn_missing_classes(health, train, val):
     health.warn(CHECK, "%s has no box of class%s %s: the model cannot learn a class it never "
                 "sees, its AP stays 0; add training images of %s, or take %s out of the class "
                 "list" % (train.name, "es" if len(missing) > 1 else "", names, them, them))
+
+
+# -- the boxes against the anchors ----------------------------------------------------------
+
+@dataclass(frozen=True)
+class BoxSizes:
+    """The training boxes as the network sees them, against its anchors. Sides in pixels of
+    the input (``side``: its square side, or its short side) before augmentation, as the
+    square root of each box's area; ``anchor`` the smallest anchor's side (its area's root)
+    on its map of ``stride``; ``recall`` the share of boxes some anchor can match at IoU
+    ``iou``, ``fitted_recall`` that of anchors fitted to them (None: not measured, fitted
+    already, or the architecture's cannot be);
+    ``photo_box`` the median box side and ``photo_side`` the median short side of the
+    images, in their own pixels; ``stretched``: the input is a square ``side`` whatever the
+    image (SSD's), else the images keep their aspect ratio; ``max_expand`` the zoom-out of
+    the augmentation (1: none, or none for this resize); ``fitted``: the anchors are fitted
+    already."""
+    name: str
+    input_size: str
+    side: int
+    boxes: int
+    median: float
+    p10: float
+    anchor: float
+    stride: float
+    iou: float
+    recall: float
+    small: float                     # share of boxes below max(anchor * sqrt(iou), stride)
+    photo_box: float
+    photo_side: float
+    stretched: bool
+    max_expand: float
+    fitted: bool = False
+    fitted_recall: Optional[float] = None
+
+    @property
+    def matched_side(self):
+        """The smallest square box the smallest anchor can match (IoU = area ratio)."""
+        return self.anchor * np.sqrt(self.iou)
+
+    @property
+    def target(self):
+        """The median box side a suggested input or tile aims at (:data:`TARGET_STRIDES`)."""
+        return max(self.anchor, TARGET_STRIDES * self.stride)
+
+    @property
+    def too_small(self):
+        return self.small > SMALL_SHARE
+
+    @property
+    def low_recall(self):
+        return self.recall < LOW_RECALL
+
+    def line(self):
+        """``census: train ...: boxes at the 192x192 input: median side 59 px, ...``."""
+        return ("census: train %s: boxes at the %s input: median side %s px, 10th percentile "
+                "%s px; smallest anchor %s px on the stride-%s map%s; anchors can match %s of "
+                "them at IoU %g (best possible recall)" % (
+                    self.name, self.input_size, pixels(self.median), pixels(self.p10),
+                    pixels(self.anchor), pixels(self.stride),
+                    " (fitted by --fit-anchors)" if self.fitted else "",
+                    percent(self.recall), self.iou))
+
+
+def take_sizes(dataset, name, preprocessing, anchor_maps, max_expand, fitted=False):
+    """The :class:`BoxSizes` of the training ``dataset`` at the input ``preprocessing``
+    describes, against ``anchor_maps`` (a model's :meth:`~zoo.DetectionModel.anchor_maps`);
+    None without a box or without anchors."""
+    sides = box_sides(dataset, preprocessing)
+    if anchor_maps is None or not len(sides):
+        return None
+    maps, iou = anchor_maps
+    scales = np.sqrt(sides.prod(axis=1))
+    level = min(maps, key=lambda m: min(w * h for w, h in m.shapes))
+    # the zoom-out and the crop are SSD's: a short-side resize's augmentation has neither
+    stretched = preprocessing.get("resize") != "short_side"
+    anchor = float(np.sqrt(min(w * h for w, h in level.shapes)))
+    table = box_table(dataset.records)
+    photo = table.boxes[:, 2:] - table.boxes[:, :2]
+    photo = np.sqrt(photo[(photo > 0).all(axis=1)].prod(axis=1))
+    return BoxSizes(
+        name=name, input_size=input_size(preprocessing), side=preprocessing["data_shape"][0],
+        boxes=len(sides), median=float(np.median(scales)),
+        p10=float(np.percentile(scales, 10)), anchor=anchor, stride=float(level.stride),
+        iou=iou, recall=best_possible_recall(sides, maps, iou),
+        small=float((scales < max(anchor * np.sqrt(iou), level.stride)).mean()),
+        photo_box=float(np.median(photo)),
+        photo_side=float(np.median([min(r.width, r.height) for r in dataset.records])),
+        stretched=stretched, max_expand=max_expand if stretched else 1.0, fitted=fitted)
+
+
+def needs_advice(sizes):
+    """Whether :func:`report_sizes` warns about ``sizes`` (a :class:`BoxSizes` or None)."""
+    return sizes is not None and (sizes.too_small or sizes.low_recall
+                                  or expand_limit(sizes) is not None)
+
+
+def report_sizes(health, sizes):
+    """Warn in ``health`` when most boxes of ``sizes`` (a :class:`BoxSizes`) fall below the
+    smallest anchor or its stride, or its anchors match under half of them, naming the flags
+    that apply; else, when the zoom-out alone shrinks them below the smallest anchor, say to
+    lower it. Returns the line to show."""
+    limit = expand_limit(sizes)
+    if sizes.too_small or sizes.low_recall:
+        health.warn(CHECK, "%s; %s%s" % (
+            size_finding(sizes), "; or ".join(size_fixes(sizes)),
+            "; and zoom out less, --max-expand %g (%g shrinks boxes up to %gx more)"
+            % (limit, sizes.max_expand, sizes.max_expand) if limit is not None else ""))
+    elif limit is not None:
+        health.warn(CHECK, "%s: the zoom-out augmentation (--max-expand %g) shrinks the boxes "
+                    "%.1fx on average where it applies, the median box to %s px, below the "
+                    "%s px the smallest anchor can match at IoU %g: lower it, --max-expand %g"
+                    % (sizes.name, sizes.max_expand, zoom(sizes.max_expand),
+                       pixels(sizes.median / zoom(sizes.max_expand)),
+                       pixels(sizes.matched_side), sizes.iou, limit))
+    return sizes.line()
+
+
+def size_finding(sizes):
+    """What is wrong with the boxes' sizes, measured."""
+    if not sizes.too_small:
+        return ("%s: its anchors can match only %s of the %d training boxes at IoU %g (best "
+                "possible recall; boxes at the %s input: median side %s px, 10th percentile "
+                "%s px)" % (sizes.name, percent(sizes.recall), sizes.boxes, sizes.iou,
+                            sizes.input_size, pixels(sizes.median), pixels(sizes.p10)))
+    return ("%s: %s of its training boxes are smaller than the smallest anchor (%s px, which "
+            "matches boxes from %s px at IoU %g) or its map's stride (%s px) at the %s input "
+            "(median side %s px, 10th percentile %s px): the anchors can match %s of them "
+            "(best possible recall)" % (
+                sizes.name, percent(sizes.small), pixels(sizes.anchor),
+                pixels(sizes.matched_side), sizes.iou, pixels(sizes.stride), sizes.input_size,
+                pixels(sizes.median), pixels(sizes.p10), percent(sizes.recall)))
+
+
+def size_fixes(sizes):
+    """The flags that would help, each with what it would give."""
+    fixes = []
+    tile = tile_size(sizes)
+    if sizes.too_small and tile is not None:
+        fixes.append("train on tiles, --tiles %d (the median box then %s px at the input)"
+                     % (tile, pixels(sizes.photo_box * sizes.side / tile)))
+    fit = " --fit-anchors" if sizes.fitted_recall is not None else ""
+    shape = data_shape(sizes)
+    if sizes.too_small and shape is not None:
+        fixes.append("a larger input, --data-shape %d%s (the median box then %s px)"
+                     % (shape, fit, pixels(sizes.median * shape / sizes.side)))
+    if not sizes.fitted and sizes.fitted_recall is not None and \
+            sizes.fitted_recall > sizes.recall:
+        fixes.append("fit the anchors to the boxes, --fit-anchors (best possible recall then "
+                     "%s)" % percent(sizes.fitted_recall))
+    if fixes:
+        return fixes
+    if sizes.too_small:
+        return ["the boxes are too small for this network at any input the census suggests: "
+                "crop the images around them"]
+    return ["give the anchors the boxes' shapes: the config's sizes and ratios, in a YAML "
+            "config of your own (base: the network)"]
+
+
+def data_shape(sizes):
+    """The input side (a multiple of :data:`SIZE_STEP`) that brings the median box to the
+    target (:attr:`BoxSizes.target`), at most :data:`LARGEST_SHAPE` and the images' own
+    size; None where it would not grow, or the input keeps the images' aspect ratio (its
+    long side bounded by ``max_size`` as well, a larger short side may not enlarge them)."""
+    if not sizes.stretched:
+        return None
+    wanted = np.ceil(sizes.side * sizes.target / sizes.median / SIZE_STEP) * SIZE_STEP
+    largest = min(LARGEST_SHAPE, max(SIZE_STEP, sizes.photo_side // SIZE_STEP * SIZE_STEP))
+    shape = int(min(wanted, largest))
+    return shape if shape > sizes.side else None
+
+
+def tile_size(sizes):
+    """The tile side, in the images' pixels (a multiple of :data:`SIZE_STEP`), whose resize
+    to the input brings the median box to the target; None where a tile would not be
+    smaller than the images."""
+    tile = int(max(SIZE_STEP, sizes.photo_box * sizes.side / sizes.target
+                   // SIZE_STEP * SIZE_STEP))
+    return tile if tile < sizes.photo_side else None
+
+
+def expand_limit(sizes):
+    """The ``--max-expand`` under which the average zoom-out keeps the median box matchable
+    by the smallest anchor (in steps of 0.5, at least 1), where the run's zooms out more;
+    else None."""
+    if sizes.max_expand <= 1:
+        return None
+    if sizes.median / zoom(sizes.max_expand) >= sizes.matched_side:
+        return None
+    limit = np.floor((2 * sizes.median / sizes.matched_side - 1) * 2) / 2
+    return float(max(1.0, min(limit, sizes.max_expand)))
+
+
+def zoom(max_expand):
+    """The average zoom-out of ``--max-expand``: its ratio is drawn from [1, max_expand]."""
+    return (1 + max_expand) / 2
+
+
+def pixels(value):
+    """``6.6`` under 10 pixels, else ``59``; ``8`` for a whole number."""
+    text = "%.1f" % value if value < 10 else "%.0f" % value
+    return text[:-2] if text.endswith(".0") else text
+
+
+def percent(share):
+    return "%.0f%%" % (100 * share)

@@ -141,13 +141,20 @@ def test_a_healthy_run_draws_its_first_batch_names_it_and_warns_nothing(shapes, 
     path = str(output / "train_batch0.png")
     assert lines[header + 1] == "first batch, as the network gets it: %s" % path
     census_lines = [line for line in lines if line.startswith("census: ")]
-    assert census_lines == [
+    assert census_lines[:2] == [
         "census: train voc:%s/train: 8 images (8 files), 19 boxes (2.4 per image, at most 4; "
         "0 images without), none lost before the network; classes: circle 1, square 6, "
         "triangle 3, star 9" % shapes,
         "census: val voc:%s/val: 4 images (4 files), 10 boxes (2.5 per image, at most 4; "
         "0 images without), none lost before the network; classes: circle 6, square 2, "
         "triangle 1, star 1" % shapes]
+    # the boxes against the anchors (tests/zoo/engine/health/test_health_sizes.py): every
+    # shape is larger than the smallest anchor, 0.1 of the side
+    assert census_lines[2].startswith("census: train voc:%s/train: boxes at the 128x128 "
+                                      "input: median side " % shapes), census_lines[2]
+    assert census_lines[2].endswith("; smallest anchor 13 px on the stride-8 map; anchors can "
+                                    "match 100% of them at IoU 0.5 (best possible recall)")
+    assert len(census_lines) == 3
     health = next(line for line in lines if line.startswith("health: "))
     assert "census ok" in health and "first batch ok" in health and "0 warnings" in health
     assert "pictures: %s" % path in health
@@ -174,10 +181,10 @@ def test_a_healthy_run_draws_its_first_batch_names_it_and_warns_nothing(shapes, 
         assert main(check_argv(checked, voc_flags(shapes))) == 0
     assert health_warnings(caught) == []
     out = capsys.readouterr().out.splitlines()
-    assert out[:2] == census_lines
-    assert out[2] == ("first batch: 4 images, 8 of their 9 annotated boxes in the 128x128 "
+    assert out[:3] == census_lines
+    assert out[3] == ("first batch: 4 images, 8 of their 9 annotated boxes in the 128x128 "
                       "input, 20 positive anchors for %s" % NETWORK)
-    assert out[3:] == ["picture: %s" % (checked / "train_batch0.png"), "0 warnings"]
+    assert out[4:] == ["picture: %s" % (checked / "train_batch0.png"), "0 warnings"]
     assert np.array_equal(picture(checked / "train_batch0.png"), drawn)
 
 
