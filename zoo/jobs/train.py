@@ -90,12 +90,13 @@ def make_trainer(options, kvstore=None):
     lr, lr_note = learning_rate(options, model.arch, num_workers)
     LOG.info("%s", header_line(options, model, len(train_set), precision, note, lr_note))
     health = HealthReport()
-    model, fit_line = fit_anchors(options, model, train_set, health)
+    items = training_items(options, train_set)
+    model, fit_line = fit_anchors(options, model, items, health)
     if fit_line:
         LOG.info("%s", fit_line)
     if options.health and rank == 0:
         LOG.info("first batch, as the network gets it: %s", picture_path(options.output_dir))
-        for line in data_census(options, model, train_set, val_set, health):
+        for line in data_census(options, model, train_set, val_set, health, items):
             LOG.info("%s", line)
     loader = training_loader(options, model, train_set, num_workers, rank)
     if options.tiles:
@@ -193,24 +194,26 @@ def open_split(options, split, verify=False):
     return dataset
 
 
-def data_census(options, model, train_set, val_set, health):
+def data_census(options, model, train_set, val_set, health, items=None):
     """The census lines of the training and validation splits (:mod:`zoo.engine.health.census`),
     their warnings issued into ``health``; boxes under a pixel at ``model``'s input counted;
     then the training boxes against ``model``'s anchors, with the recall of anchors fitted
-    to them where the census would suggest ``--fit-anchors``."""
+    to them where the census would suggest ``--fit-anchors``: those of ``items``, what the
+    run trains on (:func:`training_items`; default ``train_set``)."""
+    items = train_set if items is None else items
     preprocessing = model.preprocessing()
     name = str(data_split(options, options.train_split))
     train = census.take_census(train_set, name, preprocessing)
     val = (census.take_census(val_set, str(data_split(options, options.val_split)), preprocessing)
            if val_set is not None else None)
     lines = census.report(health, train, val)
-    sizes = census.take_sizes(train_set, name, preprocessing, model.anchor_maps(),
+    sizes = census.take_sizes(items, name, preprocessing, model.anchor_maps(),
                               options.max_expand, fitted=options.fit_anchors)
     if sizes is None:
         return lines
     if census.needs_advice(sizes) and not options.fit_anchors:
         # fitted here only to say what --fit-anchors would give: a graph build, under a second
-        sides = census.box_sides(train_set, preprocessing)
+        sides = census.box_sides(items, preprocessing)
         fitted = model.with_fitted_anchors(sides)
         if fitted is not None:
             sizes = replace(sizes, fitted_recall=best_possible_recall(sides,
@@ -277,14 +280,21 @@ def training_loader(options, model, train_set, num_workers=1, rank=0):
     (:class:`zoo.data.tiles.TiledDataset`, its ``dataset``), the last batch of an epoch
     filled up rather than dropped: every photo is seen every epoch."""
     transform = train_transform(model.preprocessing(), options.max_expand, options.crop)
-    tiles = tiling(options.tiles, options.tile_overlap)
-    items = train_set if tiles is None else TiledDataset(train_set, tiles, options.empty_tiles)
+    items = training_items(options, train_set)
     max_objects = max(1, max(len(r.class_ids) for r in items.records))
     return DetectionLoader(items, options.batch_size, transform, shuffle=True,
                            seed=options.seed, num_workers=options.data_threads,
                            max_objects=max_objects, num_shards=num_workers, shard_index=rank,
                            skip_bad=options.skip_bad, max_skipped=options.max_skipped,
-                           last_batch="discard" if tiles is None else "pad")
+                           last_batch="pad" if options.tiles else "discard")
+
+
+def training_items(options, train_set):
+    """What a run trains on: ``train_set``'s photos, or with ``--tiles`` their windows
+    (:class:`zoo.data.tiles.TiledDataset`), whose boxes the census and ``--fit-anchors``
+    measure at the scale the network gets them."""
+    tiles = tiling(options.tiles, options.tile_overlap)
+    return train_set if tiles is None else TiledDataset(train_set, tiles, options.empty_tiles)
 
 
 def tiles_line(loader):

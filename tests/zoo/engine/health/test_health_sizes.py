@@ -159,3 +159,19 @@ def test_make_demos_data_is_silent(flags, demo_data, tmp_path, capsys):
     assert found == []
     line = next(line for line in out if "boxes at the" in line)
     assert line.endswith("anchors can match 100% of them at IoU 0.5 (best possible recall)")
+
+
+def test_the_census_of_a_run_on_tiles_measures_the_tiles(tmp_path, caplog):
+    """With --tiles, the boxes the census (and --fit-anchors) measures are those of the
+    windows the run trains on: the whole photos and their tiles, the tiles' boxes larger at
+    the input."""
+    data, boxes = write_birds(str(tmp_path / "birds"))
+    with warnings.catch_warnings(record=True), caplog.at_level(logging.INFO):
+        warnings.simplefilter("always")
+        assert main(["train", "--network", NETWORK, "--epochs", "1", "--batch-size", "4",
+                     "--data-threads", "1", "--output-dir", str(tmp_path / "run"),
+                     "--tiles", "448", "--max-expand", "1", *data]) == 0
+    line = next(record.getMessage() for record in caplog.records
+                if "boxes at the" in record.getMessage())
+    median = float(re.search(r"median side ([\d.]+) px", line).group(1))
+    assert median > np.median(input_sides(boxes)) + 1, line
