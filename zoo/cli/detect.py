@@ -13,6 +13,10 @@ stops after the images being detected, results.json written for those (exit 130 
 and the line it ends with gives the command that continues the run: the same one with
 --resume, which skips the images recorded in results.jsonl and refuses other settings.
 
+With --ray [ADDRESS] the detecting runs on a Ray cluster (pip install -e '.[ray]'): the one at
+ADDRESS, or without one a Ray started on this machine for the run; one detector per Ray actor
+(--ray-workers, each on --ray-worker-cpus CPUs), every file written here as without --ray.
+
 Examples:
     zoo detect --checkpoint output/train/ssd_mobilenetv2_stride8 photos/ --output output/detect
     zoo detect --checkpoint model.onnx 'photos/**/*.jpg' --recursive --crops --classes bird
@@ -21,16 +25,19 @@ Examples:
     zoo detect --checkpoint model.xml photos/ --output output/detect --exist-ok
     zoo detect --checkpoint model.xml photos/ --output output/detect --resume
     zoo detect --checkpoint model.onnx big_photos/ --tiles 800 --tile-overlap 0.2
+    zoo detect --checkpoint model.onnx /shared/archive/ --recursive --crops --ray auto
 """
 import argparse
+import dataclasses
 import shlex
 
 from zoo.errors import Interrupted
 from zoo.jobs.detect import DetectOptions, Stopped, detect
-from zoo.flags import add_flags
+from zoo.flags import add_flags, options_from
+from zoo.ray.cluster import LOCAL, ClusterOptions, detect_on_cluster, is_address
 
-__all__ = ["add_arguments", "continue_command", "detect_options", "more_positionals",
-           "run"]
+__all__ = ["add_arguments", "cluster_options", "continue_command", "detect_options",
+           "more_positionals", "run"]
 
 
 def add_arguments(p):
@@ -42,6 +49,7 @@ def add_arguments(p):
               "threshold", "max_detections", "tiles", "tile_overlap", "classes", "batch_size",
               "data_shape", "max_size", "image_format", "pictures", "crops", "txt", "strict",
               "exif", "data_threads", "progress")
+    add_flags(p, ClusterOptions, "address", "workers", "worker_cpus")
 
 
 def more_positionals(args, unknown):
@@ -56,20 +64,33 @@ def detect_options(args):
     return DetectOptions.from_flags(args, inputs=tuple(args.inputs), lists=tuple(args.lists))
 
 
+def cluster_options(args):
+    """The :class:`~zoo.ray.cluster.ClusterOptions` of the parsed flags. ``--ray`` takes a
+    word after it as its ADDRESS (argparse's optional value): one that is no Ray address
+    (``zoo detect --ray photos/``) is an input, and a Ray is started here."""
+    if args.address is not None and not is_address(args.address):
+        args.inputs = [args.address] + list(args.inputs)
+        args.address = LOCAL
+    return options_from(ClusterOptions, args)
+
+
 def run(args):
+    cluster = cluster_options(args)
     options = detect_options(args)
     try:
-        summary = detect(options)
+        summary = (detect(options) if cluster.address is None
+                   else detect_on_cluster(options, cluster))
     except Stopped as err:
         raise Interrupted(err.signum, "%s; continue with: %s"
-                          % (err, continue_command(options))) from None
+                          % (err, continue_command(options, cluster))) from None
     print(summary)
     return 0
 
 
-def continue_command(options):
-    """The command line continuing the run of ``options``: ``zoo detect`` with each flag
-    (as :func:`add_arguments` declares it) whose value is not its default, ``--exist-ok``
+def continue_command(options, cluster=None):
+    """The command line continuing the run of ``options`` (on ``cluster``, a
+    :class:`~zoo.ray.cluster.ClusterOptions`): ``zoo detect`` with each flag (as
+    :func:`add_arguments` declares it) whose value is not its default, ``--exist-ok``
     dropped and ``--resume`` added."""
     parser = argparse.ArgumentParser(add_help=False)
     add_arguments(parser)
@@ -77,8 +98,14 @@ def continue_command(options):
     for action in parser._actions:
         if action.dest in ("exist_ok", "resume"):
             continue
-        words += flag_words(action, getattr(options, action.dest))
+        value = getattr(cluster if action.dest in CLUSTER_FLAGS else options, action.dest,
+                        action.default)
+        words += flag_words(action, value)
     return " ".join(["zoo", "detect"] + [shlex.quote(word) for word in words] + ["--resume"])
+
+
+CLUSTER_FLAGS = {field.name for field in dataclasses.fields(ClusterOptions)}
+"""The flags of :class:`~zoo.ray.cluster.ClusterOptions`, not of :class:`DetectOptions`."""
 
 
 def flag_words(action, value):
@@ -91,6 +118,8 @@ def flag_words(action, value):
     if value == action.default:
         return []
     if action.nargs == 0:  # an on/off switch
+        return [action.option_strings[0]]
+    if action.nargs == "?" and value == action.const:  # given without its value
         return [action.option_strings[0]]
     text = ",".join(value) if isinstance(value, tuple) else str(value)
     return [action.option_strings[0], text]

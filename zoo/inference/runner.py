@@ -206,10 +206,11 @@ def photo(image, index=0, exif="apply", preprocessing=None):
     return pixels if factor == 1 else ReducedImage(pixels, factor, size)
 
 
-def preparing_threads():
-    """Threads that decode and preprocess: half the cores (inference wants them all, and
-    decoding an image costs a tenth of detecting on it), at most 4 (enough for any graph)."""
-    return max(1, min(4, (os.cpu_count() or 2) // 2))
+def preparing_threads(cores=None):
+    """Threads that decode and preprocess: half the ``cores`` (default: the machine's;
+    inference wants them all, and decoding an image costs a tenth of detecting on it), at
+    most 4 (enough for any graph)."""
+    return max(1, min(4, (cores or os.cpu_count() or 2) // 2))
 
 
 class ImageList:

@@ -31,6 +31,7 @@ priority beside inference. Every file but results.jsonl (appended a line at a ti
 written atomically (:mod:`zoo.atomicfile`).
 """
 import collections
+import contextlib
 import json
 import logging
 import os
@@ -500,11 +501,13 @@ def source_key(path, video_frame):
     return os.path.realpath(path), video_frame
 
 
-def detect(options, detector=None):
+def detect(options, detector=None, infer=None):
     """Detect on every input of ``options`` (a :class:`DetectOptions`) and write the
     outputs; returns a :class:`DetectSummary`. ``detector``: one already loaded (any
     :class:`zoo.inference.runner.BatchDetector`), else :func:`zoo.open_detector` of the
-    options' checkpoint.
+    options' checkpoint. ``infer``: what runs the detector over the inputs, as
+    :func:`local_outputs` (its default) does: elsewhere, such as on a Ray cluster
+    (:mod:`zoo.ray.cluster`), this run writing what it gives.
 
     SIGINT or SIGTERM (in the main thread) stops the run once the images being detected
     are written, with :class:`Stopped`; a second one stops it at once (results.jsonl still
@@ -526,7 +529,16 @@ def detect(options, detector=None):
             records = earlier_records(os.path.join(options.output, LINES_FILE))
             first = first_record(options, settings, records)
             return DetectRun(options.output, detector, labels, expanded, settings, records,
-                             first).run(options)
+                             first, infer).run(options)
+
+
+def local_outputs(detector, source, options):
+    """``(index, rows, (width, height))`` of every input of ``source`` (an
+    :class:`~zoo.inference.inputs.InputImages`), in order, by ``detector``'s own batch
+    runner in this process (rows and size None for an input it could not read, its error in
+    ``source.errors``)."""
+    return detector_outputs(detector.runner, source, options.batch_size,
+                            tiling(options.tiles, options.tile_overlap), options.threshold)
 
 
 def stopped_before_detecting(signum):
@@ -548,8 +560,10 @@ class DetectRun:
     them on, so that a reader (and ``farm-studio walk``) follows a flag from the command line
     to its use."""
 
-    def __init__(self, output, detector, labels, expanded, settings, records, first):
+    def __init__(self, output, detector, labels, expanded, settings, records, first,
+                 infer=None):
         self.output, self.detector, self.labels = output, detector, labels
+        self.infer = infer or local_outputs
         self.settings, self.records, self.first = settings, records, first
         self.skipped = list(expanded.skipped)
         self.entries = records[first - 1:]
@@ -640,19 +654,21 @@ class DetectRun:
                     if options.progress else NoBar())
         complete = finished = False
         try:
-            outputs = detector_outputs(detector.runner, source, options.batch_size,
-                                       tiling(options.tiles, options.tile_overlap),
-                                       options.threshold)
-            for index, rows, size in outputs:
-                if rows is None:
-                    item = Skipped(self.inputs[index].path, "unreadable", source.errors[index])
-                    LOG.warning("skipped %s", item.error)
-                    self.skipped.append(item)
-                    self.bar.update()
-                else:
-                    self.detected(options, writer, source, index, rows, size, names[index])
-                if self.stop is not None:
-                    break
+            # closed at once on a stop: the images it prepares ahead, or a cluster's work,
+            # are not waited for
+            with contextlib.closing(self.infer(detector, source, options)) as outputs:
+                for index, rows, size in outputs:
+                    if rows is None:
+                        item = Skipped(self.inputs[index].path, "unreadable",
+                                       source.errors[index])
+                        LOG.warning("skipped %s", item.error)
+                        self.skipped.append(item)
+                        self.bar.update()
+                    else:
+                        self.detected(options, writer, source, index, rows, size,
+                                      names[index])
+                    if self.stop is not None:
+                        break
             finished = self.stop is None
         finally:
             try:
