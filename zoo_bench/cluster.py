@@ -18,8 +18,10 @@ that a second node adds cores only where the machine has cores no node uses; a r
 memory is its driver's (the actors' processes are the cluster's).
 """
 import contextlib
+import os
 from types import SimpleNamespace
 
+from zoo.ray.cluster import LOOPBACK_ONLY
 from zoo_bench import child_environment
 from zoo_bench.large_photos import detect_argv, fp32_artifact, measured_runs, photo_paths
 from zoo_bench.options import FIXED_PHOTOS, ClusterBenchmarkOptions
@@ -35,6 +37,7 @@ there."""
 def benchmark_cluster(options, log=print_line):
     """Time ``zoo detect`` and ``zoo detect --ray`` on each cluster of the options; report
     lines go to ``log``. Returns ``{subject: SubjectFigures}``."""
+    os.environ.setdefault(*LOOPBACK_ONLY)  # the clusters' nodes, and the drivers, on 127.0.0.1
     paths = photo_paths(options)
     checkpoint = fp32_artifact(SimpleNamespace(
         checkpoint=options.checkpoint, network=options.network, data_shape=options.data_shape,

@@ -24,7 +24,8 @@ from zoo.inference.tiles import DEFAULT_OVERLAP
 from zoo.onnx.deployed import is_deployed
 
 __all__ = ["BUSY_CORES", "BenchmarkOptions", "COMPARISONS", "CONFIGURATIONS",
-           "CalibrationBenchmarkOptions", "ClusterBenchmarkOptions", "DATA_COMPARISONS", "DTYPES", "DataBenchmarkOptions",
+           "CalibrationBenchmarkOptions", "ClusterBenchmarkOptions", "DATA_COMPARISONS",
+           "DTYPES", "DataBenchmarkOptions",
            "DecodeBenchmarkOptions", "FIXED_PHOTOS",
            "PHOTO_ISAS", "PHOTO_SUBJECTS", "PhotosBenchmarkOptions", "image_size",
            "DetectorBenchmarkOptions", "GLUONCV_RECIPES", "MemoryBenchmarkOptions",

@@ -51,6 +51,10 @@ are read where they are detected), and Ray's default takes 30% of the machine's 
 TASK_BATCHES = 4
 """Runner batches in one Ray task: the unit a node's loss repeats, large enough that Ray's
 cost per task is small beside detecting and that the actor's runner decodes ahead."""
+LOOPBACK_ONLY = ("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+"""The environment variable that has Ray take the loopback address (127.0.0.1) for this
+machine's node rather than its network interface's, read when Ray is imported: a Ray started
+for one run serves no other machine."""
 RAY_LOGGERS = ("ray", "ray.data", "ray.serve")
 """Ray's Python loggers, quieted to errors for a run: the progress bar is the zoo's."""
 
@@ -171,6 +175,8 @@ class ClusterInference:
             raise OptionsError("--ray detects photos, not videos (each batch of frames would "
                                "decode its video from the start): detect the videos without "
                                "--ray")
+        if self.cluster.address in (None, LOCAL):
+            os.environ.setdefault(*LOOPBACK_ONLY)  # before Ray is imported
         ray = import_ray()
         with ray_session(ray, self.cluster.address):
             task = TASK_BATCHES * (options.batch_size or detector.runner.default_batch_size)

@@ -7,7 +7,7 @@ fresh parameters there (kept for the next run). Needs the ray extra.
 
 Example:
     zoo benchmark-cluster --nodes 1,2 --num-images 32
-    zoo benchmark-cluster --checkpoint model.onnx --images photos/*.jpg --detect-flags='--no-pictures'
+    zoo benchmark-cluster --checkpoint model.onnx --images photos/*.jpg --node-cpus 2
 """
 from zoo_bench.options import ClusterBenchmarkOptions
 from zoo.flags import add_flags

@@ -17,9 +17,11 @@ import numpy as np
 import pytest
 
 from zoo.cli import main
+from zoo.ray.cluster import LOOPBACK_ONLY
 
 from factories import ROOT, smooth_image
 
+os.environ.setdefault(*LOOPBACK_ONLY)  # Ray's nodes here on 127.0.0.1, where Ray reads it
 ray = pytest.importorskip("ray")
 
 THRESHOLD = 0.3
@@ -29,8 +31,20 @@ HEAVY_PHOTOS, HEAVY_SIDE, TILE = 24, 400, 96
 HEAVY_FLAGS = ("--threshold", str(THRESHOLD), "--tiles", str(TILE), "--batch-size", "1")
 """Their flags: tasks of 4 photos (runner batches of 1), so that each node holds some."""
 ENV = dict(os.environ, PYTHONPATH=ROOT, OMP_NUM_THREADS="1")
+"""The drivers' environment: the zoo of this checkout, and Ray on loopback."""
 RUN_SECONDS = 300
 """The longest a run of the slow tests may take: a hung one fails."""
+
+
+@pytest.fixture(scope="module", autouse=True)
+def loopback():
+    """Ray on 127.0.0.1 in this process too where another test module imported it before
+    this one set :data:`~zoo.ray.cluster.LOOPBACK_ONLY` (Ray reads it on import)."""
+    from ray._private import ray_constants
+    kept = ray_constants.ENABLE_RAY_CLUSTER
+    ray_constants.ENABLE_RAY_CLUSTER = False
+    yield
+    ray_constants.ENABLE_RAY_CLUSTER = kept
 
 
 @pytest.fixture(scope="module")
@@ -78,6 +92,7 @@ def cluster():
                                                           "include_dashboard": False})
     nodes.worker = nodes.add_node(num_cpus=1)
     nodes.wait_for_nodes()
+    assert nodes.address.startswith("127.0.0.1:")
     yield nodes
     nodes.shutdown()
 
@@ -190,7 +205,8 @@ def test_a_node_removed_mid_run_loses_and_repeats_nothing(prefix, heavy_photos, 
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM],
+                         ids=["SIGINT", "SIGTERM"])
 def test_resume_after_the_driver_is_stopped_finishes_without_duplicates(
         prefix, heavy_photos, heavy_records, cluster, tmp_path, capsys, signum):
     output = str(tmp_path / "out")
