@@ -42,21 +42,22 @@ def benchmark_cluster(options, log=print_line):
     checkpoint = fp32_artifact(SimpleNamespace(
         checkpoint=options.checkpoint, network=options.network, data_shape=options.data_shape,
         max_size=options.max_size, output_dir=options.output_dir), log)
-    env = child_environment()
     log("%d photo(s), %s; each subject in fresh processes, median of %d run(s); zoo detect "
         "--crops%s"
         % (len(paths), checkpoint, options.runs,
            "".join(" " + word for word in options.detect_flags)))
     log(machine_line(environment("MXNET_ENGINE_TYPE", "OMP_NUM_THREADS")))
     results = {"detect": measured_runs("detect", lambda photos, output: detect_argv(
-        checkpoint, photos, output, options.detect_flags), paths, options, env)}
+        checkpoint, photos, output, options.detect_flags), paths, options, child_environment())}
     for nodes in options.nodes:
         with local_cluster(nodes, options.node_cpus) as address:
             flags = options.detect_flags + ("--ray", address)
+            # the environment once the cluster runs: Ray sets its authentication mode there,
+            # which a driver needs
             results["ray-%d" % nodes] = measured_runs(
                 "ray-%d" % nodes, lambda photos, output: detect_argv(checkpoint, photos,
                                                                       output, flags),
-                paths, options, env)
+                paths, options, child_environment())
     for line in table_lines(results, len(paths), options.node_cpus):
         log(line)
     return results

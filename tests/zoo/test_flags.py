@@ -47,6 +47,7 @@ COMMAND_OPTIONS = {
     "benchmark-decode": bench.DecodeBenchmarkOptions,
     "benchmark-tiles": bench.TilesBenchmarkOptions,
     "benchmark-photos": bench.PhotosBenchmarkOptions,
+    "benchmark-cluster": bench.ClusterBenchmarkOptions,
     "benchmark-parity": bench.ParityBenchmarkOptions, "launch": LaunchOptions,
     "plot-log": PlotLogOptions, "quickstart": QuickstartOptions}
 """The options class each command's run builds from its flags (None: a command of

@@ -28,16 +28,15 @@ Examples:
     zoo detect --checkpoint model.onnx /shared/archive/ --recursive --crops --ray auto
 """
 import argparse
-import dataclasses
 import shlex
 
 from zoo.errors import Interrupted
 from zoo.jobs.detect import DetectOptions, Stopped, detect
-from zoo.flags import add_flags, options_from
-from zoo.ray.cluster import LOCAL, ClusterOptions, detect_on_cluster, is_address
+from zoo.flags import add_flags
+from zoo.ray.cluster import LOCAL, is_address
 
-__all__ = ["add_arguments", "cluster_options", "continue_command", "detect_options",
-           "more_positionals", "run"]
+__all__ = ["add_arguments", "continue_command", "detect_options", "more_positionals",
+           "run"]
 
 
 def add_arguments(p):
@@ -48,8 +47,7 @@ def add_arguments(p):
     add_flags(p, DetectOptions, "lists", "output", "exist_ok", "resume", "recursive", "every",
               "threshold", "max_detections", "tiles", "tile_overlap", "classes", "batch_size",
               "data_shape", "max_size", "image_format", "pictures", "crops", "txt", "strict",
-              "exif", "data_threads", "progress")
-    add_flags(p, ClusterOptions, "address", "workers", "worker_cpus")
+              "exif", "data_threads", "progress", "ray", "ray_workers", "ray_worker_cpus")
 
 
 def more_positionals(args, unknown):
@@ -60,37 +58,29 @@ def more_positionals(args, unknown):
 
 
 def detect_options(args):
-    """The :class:`DetectOptions` of the parsed flags."""
-    return DetectOptions.from_flags(args, inputs=tuple(args.inputs), lists=tuple(args.lists))
-
-
-def cluster_options(args):
-    """The :class:`~zoo.ray.cluster.ClusterOptions` of the parsed flags. ``--ray`` takes a
-    word after it as its ADDRESS (argparse's optional value): one that is no Ray address
-    (``zoo detect --ray photos/``) is an input, and a Ray is started here."""
-    if args.address is not None and not is_address(args.address):
-        args.inputs = [args.address] + list(args.inputs)
-        args.address = LOCAL
-    return options_from(ClusterOptions, args)
+    """The :class:`DetectOptions` of the parsed flags. ``--ray`` takes a word after it as its
+    ADDRESS (argparse's optional value): one that is no Ray address (``zoo detect --ray
+    photos/``) is an input, and a Ray is started here."""
+    inputs = list(args.inputs)
+    if args.ray is not None and not is_address(args.ray):
+        inputs, args.ray = [args.ray] + inputs, LOCAL
+    return DetectOptions.from_flags(args, inputs=tuple(inputs), lists=tuple(args.lists))
 
 
 def run(args):
-    cluster = cluster_options(args)
     options = detect_options(args)
     try:
-        summary = (detect(options) if cluster.address is None
-                   else detect_on_cluster(options, cluster))
+        summary = detect(options)
     except Stopped as err:
         raise Interrupted(err.signum, "%s; continue with: %s"
-                          % (err, continue_command(options, cluster))) from None
+                          % (err, continue_command(options))) from None
     print(summary)
     return 0
 
 
-def continue_command(options, cluster=None):
-    """The command line continuing the run of ``options`` (on ``cluster``, a
-    :class:`~zoo.ray.cluster.ClusterOptions`): ``zoo detect`` with each flag (as
-    :func:`add_arguments` declares it) whose value is not its default, ``--exist-ok``
+def continue_command(options):
+    """The command line continuing the run of ``options``: ``zoo detect`` with each flag
+    (as :func:`add_arguments` declares it) whose value is not its default, ``--exist-ok``
     dropped and ``--resume`` added."""
     parser = argparse.ArgumentParser(add_help=False)
     add_arguments(parser)
@@ -98,14 +88,8 @@ def continue_command(options, cluster=None):
     for action in parser._actions:
         if action.dest in ("exist_ok", "resume"):
             continue
-        value = getattr(cluster if action.dest in CLUSTER_FLAGS else options, action.dest,
-                        action.default)
-        words += flag_words(action, value)
+        words += flag_words(action, getattr(options, action.dest))
     return " ".join(["zoo", "detect"] + [shlex.quote(word) for word in words] + ["--resume"])
-
-
-CLUSTER_FLAGS = {field.name for field in dataclasses.fields(ClusterOptions)}
-"""The flags of :class:`~zoo.ray.cluster.ClusterOptions`, not of :class:`DetectOptions`."""
 
 
 def flag_words(action, value):

@@ -28,7 +28,8 @@ without a record are removed.
 The images go through the detector's own batch runner, so results do not depend on the
 batch size; pictures and crops are encoded and written on worker threads of normal
 priority beside inference. Every file but results.jsonl (appended a line at a time) is
-written atomically (:mod:`zoo.atomicfile`).
+written atomically (:mod:`zoo.atomicfile`). With ``ray`` the detecting runs on a Ray cluster
+(:mod:`zoo.ray.cluster`) and everything else here, as without it.
 """
 import collections
 import contextlib
@@ -58,6 +59,7 @@ from zoo.inference.runner import MAX_DETECTIONS, SCORE_THRESHOLD
 from zoo.inference.tiles import DEFAULT_OVERLAP, MIN_TILE, detector_outputs, tiling
 from zoo.inference.visualize import ENCODINGS, draw, pixel_box, save_image
 from zoo.progress import NoBar, progress_bar
+from zoo.ray.cluster import LOCAL, ClusterInference, check_cluster
 from zoo.signals import stop_signals
 
 __all__ = ["DetectOptions", "DetectSummary", "FORMATS", "Stopped", "detect"]
@@ -130,6 +132,16 @@ class DetectOptions:
     resume: bool = flag(False, "continue the run stopped in --output: skip the images "
                                "recorded in its results.jsonl (refused if a setting differs)")
     progress: bool = progress_flag()
+    ray: Optional[str] = flag(  # None: detect in this process; LOCAL: a Ray started here
+        None, "detect on a Ray cluster (pip install -e '.[ray]'): the one at ADDRESS (auto, "
+              "HOST:PORT, ray://HOST:PORT) or, without one, a Ray started on this machine "
+              "for the run; every file is written here, as without --ray; the paths must "
+              "name the same files on every node", nargs="?", const=LOCAL, metavar="ADDRESS")
+    ray_workers: Optional[int] = flag(None, "--ray: detectors running at once, one per Ray "
+                                            "actor (default: as many as the cluster's CPUs "
+                                            "hold)", type=positive_int, metavar="N")
+    ray_worker_cpus: int = flag(1, "--ray: CPUs each detector takes (its OpenMP and decoding "
+                                   "threads)", type=positive_int, metavar="N")
     # the input size run at (a Faster R-CNN's short side and long-side limit); None: the
     # checkpoint's
     data_shape: Optional[int] = data_shape_flag(max_size=True, of_checkpoint=True)
@@ -150,6 +162,7 @@ class DetectOptions:
         if self.image_format not in (None,) + FORMATS:
             raise OptionsError("image_format must be one of %s, got %r"
                                % (", ".join(FORMATS), self.image_format))
+        check_cluster(self.ray, self.ray_workers, self.ray_worker_cpus)
 
     @classmethod
     def from_flags(cls, args, **values):
@@ -501,13 +514,12 @@ def source_key(path, video_frame):
     return os.path.realpath(path), video_frame
 
 
-def detect(options, detector=None, infer=None):
+def detect(options, detector=None):
     """Detect on every input of ``options`` (a :class:`DetectOptions`) and write the
     outputs; returns a :class:`DetectSummary`. ``detector``: one already loaded (any
     :class:`zoo.inference.runner.BatchDetector`), else :func:`zoo.open_detector` of the
-    options' checkpoint. ``infer``: what runs the detector over the inputs, as
-    :func:`local_outputs` (its default) does: elsewhere, such as on a Ray cluster
-    (:mod:`zoo.ray.cluster`), this run writing what it gives.
+    options' checkpoint. With ``ray``, the detector runs on a Ray cluster
+    (:mod:`zoo.ray.cluster`) and this process writes what it finds, as it writes its own.
 
     SIGINT or SIGTERM (in the main thread) stops the run once the images being detected
     are written, with :class:`Stopped`; a second one stops it at once (results.jsonl still
@@ -521,6 +533,10 @@ def detect(options, detector=None, infer=None):
                                              max_size=options.max_size)
         labels = class_filter(detector.class_names, options.classes)
         expanded = gather_inputs(options)
+        infer = (None if options.ray is None else
+                 ClusterInference(options.ray, options.ray_workers, options.ray_worker_cpus))
+        if infer is not None:
+            infer.check_inputs(expanded.inputs)
         with runlock.hold(os.path.join(options.output, LOCK_FILE),
                           "--output folder %s" % options.output):
             # A run may have ended meanwhile.
@@ -562,6 +578,7 @@ class DetectRun:
 
     def __init__(self, output, detector, labels, expanded, settings, records, first,
                  infer=None):
+        # infer: what runs the detector over the inputs, as local_outputs (None) does
         self.output, self.detector, self.labels = output, detector, labels
         self.infer = infer or local_outputs
         self.settings, self.records, self.first = settings, records, first

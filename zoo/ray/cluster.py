@@ -1,5 +1,7 @@
 """``zoo detect --ray``: ``zoo detect`` with its detection spread over a Ray cluster's
-cores (Ray Data actors), everything else as ``zoo detect`` does it.
+cores (Ray Data actors), everything else as ``zoo detect`` does it: the job
+(:func:`zoo.jobs.detect.detect`) of options with ``ray`` set runs its detector through a
+:class:`ClusterInference`.
 
 This process (the driver) lists the inputs, holds the ``--output`` folder's lock and writes
 every file with ``zoo detect``'s own run (:func:`zoo.jobs.detect.detect`): its records, its
@@ -32,14 +34,12 @@ import numpy as np
 
 from zoo.checkpoint import open_detector
 from zoo.errors import DataError, MissingPackage, OptionsError
-from zoo.flags import flag, positive_int
 from zoo.inference.inputs import Input, InputImages
 from zoo.inference.runner import preparing_threads
 from zoo.inference.tiles import detector_outputs, tiling
-from zoo.jobs.detect import DetectOptions, detect as detect_here
 from zoo.signals import STOP_SIGNALS
 
-__all__ = ["ClusterOptions", "LOCAL", "detect", "detect_on_cluster", "is_address"]
+__all__ = ["ClusterInference", "LOCAL", "LOOPBACK_ONLY", "check_cluster", "is_address"]
 
 LOCAL = "local"
 """The address that starts a Ray of this machine for the run (``--ray`` without one)."""
@@ -59,54 +59,20 @@ RAY_LOGGERS = ("ray", "ray.data", "ray.serve")
 """Ray's Python loggers, quieted to errors for a run: the progress bar is the zoo's."""
 
 
-@dataclass(frozen=True)
-class ClusterOptions:
-    """Where ``zoo detect --ray`` detects: each field declares its flag (:mod:`zoo.flags`)."""
-    address: Optional[str] = flag(  # None: no cluster (zoo detect); LOCAL: a Ray started here
-        None, "detect on a Ray cluster: the one at ADDRESS (auto, HOST:PORT, ray://HOST:PORT) "
-              "or, without one, a Ray started on this machine for the run; the paths must "
-              "name the same files on every node", name="--ray", nargs="?", const=LOCAL,
-        metavar="ADDRESS")
-    workers: Optional[int] = flag(None, "--ray: detectors running at once, one per Ray actor "
-                                        "(default: as many as the cluster's CPUs hold)",
-                                  name="--ray-workers", type=positive_int, metavar="N")
-    worker_cpus: int = flag(1, "--ray: CPUs each detector takes (its MXNet, OpenMP and "
-                               "decoding threads)", name="--ray-worker-cpus",
-                            type=positive_int, metavar="N")
-
-    def __post_init__(self):
-        if self.address is not None and not is_address(self.address):
-            raise OptionsError("--ray %s: not a Ray address (auto, HOST:PORT, ray://HOST:PORT)"
-                               % self.address)
-        if min(self.workers or 1, self.worker_cpus) < 1:
-            raise OptionsError("workers and worker_cpus must be at least 1, got %r and %r"
-                               % (self.workers, self.worker_cpus))
-
-
 def is_address(word):
     """Whether ``word`` is a Ray address (:data:`ADDRESS`) rather than an input path."""
     return ADDRESS.fullmatch(word) is not None
 
 
-def detect_on_cluster(options, cluster):
-    """``zoo detect`` of ``options`` (a :class:`~zoo.jobs.detect.DetectOptions`), its detecting
-    on the Ray cluster of ``cluster`` (a :class:`ClusterOptions`); the
-    :class:`~zoo.jobs.detect.DetectSummary`, or :class:`~zoo.jobs.detect.Stopped`."""
-    return detect_here(options, infer=ClusterInference(cluster))
-
-
-def detect(inputs, checkpoint, address=LOCAL, workers=None, worker_cpus=1, **options):
-    """Detect on ``inputs`` (paths of files, folders, globs: one or a list) with
-    ``checkpoint`` on the Ray cluster at ``address`` (``"local"``: a Ray started for the
-    run; one this process is connected to already is used as it is), and write what ``zoo
-    detect`` writes; ``options`` are the other fields of
-    :class:`~zoo.jobs.detect.DetectOptions` (``output=``, ``crops=``, ``resume=``...).
-    Returns the :class:`~zoo.jobs.detect.DetectSummary`."""
-    inputs = [inputs] if isinstance(inputs, (str, os.PathLike)) else inputs
-    return detect_on_cluster(
-        DetectOptions(checkpoint=os.fspath(checkpoint),
-                      inputs=tuple(os.fspath(path) for path in inputs), **options),
-        ClusterOptions(address, workers, worker_cpus))
+def check_cluster(address, workers, worker_cpus):
+    """Refuse in one line (:class:`~zoo.errors.OptionsError`) what no cluster runs: an
+    ``address`` that is no Ray address, fewer than one worker or CPU."""
+    if address is not None and not is_address(address):
+        raise OptionsError("--ray %s: not a Ray address (auto, HOST:PORT, ray://HOST:PORT)"
+                           % address)
+    if min(workers or 1, worker_cpus) < 1:
+        raise OptionsError("ray_workers and ray_worker_cpus must be at least 1, got %r and %r"
+                           % (workers, worker_cpus))
 
 
 @dataclass(frozen=True)
@@ -163,33 +129,69 @@ class DetectWorker:
 
 
 class ClusterInference:
-    """The ``infer`` of :func:`zoo.jobs.detect.detect` (as
-    :func:`zoo.jobs.detect.local_outputs`) that detects on the Ray cluster of a
-    :class:`ClusterOptions`."""
+    """What runs the detector of a :class:`zoo.jobs.detect.DetectRun` (as
+    :func:`zoo.jobs.detect.local_outputs` does in this process) on the Ray cluster at
+    ``address`` (:data:`LOCAL`: one started for the run), ``workers`` actors (None: as many
+    as its CPUs hold) of ``worker_cpus`` CPUs each."""
 
-    def __init__(self, cluster):
-        self.cluster = cluster
+    def __init__(self, address, workers=None, worker_cpus=1):
+        check_cluster(address, workers, worker_cpus)
+        self.address, self.workers, self.worker_cpus = address, workers, worker_cpus
+
+    @staticmethod
+    def check_inputs(inputs):
+        """Refuse videos among the :class:`~zoo.inference.inputs.Input` s, before the run
+        writes anything: each batch of frames would decode its video from the start."""
+        videos = sorted({item.path for item in inputs if item.video_frame is not None})
+        if videos:
+            raise OptionsError("--ray detects photos, not videos (each batch of frames would "
+                               "decode its video from the start): detect %s without --ray"
+                               % videos[0])
 
     def __call__(self, detector, source, options):
-        if any(item.video_frame is not None for item in source.inputs):
-            raise OptionsError("--ray detects photos, not videos (each batch of frames would "
-                               "decode its video from the start): detect the videos without "
-                               "--ray")
-        if self.cluster.address in (None, LOCAL):
+        if not source.inputs:  # a resumed run with every input recorded
+            return
+        if self.address in (None, LOCAL):
             os.environ.setdefault(*LOOPBACK_ONLY)  # before Ray is imported
         ray = import_ray()
-        with ray_session(ray, self.cluster.address):
+        with ray_session(ray, self.address):
             task = TASK_BATCHES * (options.batch_size or detector.runner.default_batch_size)
-            dataset = detected(ray, worker_settings(detector, source, options, self.cluster),
-                               source.inputs, self.cluster, task)
-            for batch in dataset.iter_batches(batch_size=None, batch_format="numpy"):
-                yield from picture_outputs(batch, source)
+            dataset = detected(ray, worker_settings(detector, source, options,
+                                                    self.worker_cpus),
+                               source.inputs, self.workers, self.worker_cpus, task)
+            try:
+                for batch in dataset.iter_batches(batch_size=None, batch_format="numpy"):
+                    yield from picture_outputs(batch, source)
+            except ray.exceptions.RayError as err:
+                cause = user_error(err)
+                if cause is None:
+                    raise
+                raise DataError("--ray: a Ray worker failed: %s: %s"
+                                % (type(cause).__name__, cause)) from None
 
 
-def worker_settings(detector, source, options, cluster):
+def user_error(err):
+    """The error a worker raised under Ray's ``err`` where it is one a user causes (an
+    exception of the zoo's one-line kinds: a ValueError such as
+    :class:`~zoo.errors.DataError`, an ImportError such as a package missing on a node, an
+    OSError such as a checkpoint a node cannot read); None for anything else (a bug, or Ray's
+    own failure), which keeps its traceback."""
+    from ray.exceptions import RayError
+    cause = err
+    while isinstance(cause, RayError) and getattr(cause, "cause", None) is not None:
+        cause = cause.cause
+    if isinstance(cause, RayError) or not isinstance(cause, (ValueError, ImportError,
+                                                             OSError)):
+        return None
+    return cause
+
+
+def worker_settings(detector, source, options, cpus):
+    """The :class:`WorkerSettings` of a run's ``options``, its driver's ``detector`` and
+    ``source``, for actors of ``cpus`` CPUs."""
     return WorkerSettings(
         options.checkpoint, getattr(detector, "epoch", None), detector.exif,
-        options.data_shape, options.max_size, cluster.worker_cpus, options.data_threads,
+        options.data_shape, options.max_size, cpus, options.data_threads,
         options.batch_size, tiling(options.tiles, options.tile_overlap), options.threshold,
         whole=source.decode_for is None)
 
@@ -212,17 +214,17 @@ def picture_outputs(batch, source):
                                                                           int(height))
 
 
-def detected(ray, settings, inputs, cluster, task):
-    """The Ray dataset of every input's detections, in input order, ``task`` inputs to a Ray
-    task."""
+def detected(ray, settings, inputs, workers, cpus, task):
+    """The Ray dataset of every input's detections, in input order: ``task`` inputs to a Ray
+    task, on ``workers`` actors (None: as many as the cluster's CPUs hold) of ``cpus``
+    CPUs."""
     dataset = ray.data.from_items([{"index": index, "path": item.path}
                                    for index, item in enumerate(inputs)])
-    workers = cluster.workers or max(1, int(ray.cluster_resources().get("CPU", 1))
-                                     // cluster.worker_cpus)
+    workers = workers or max(1, int(ray.cluster_resources().get("CPU", 1)) // cpus)
     dataset = dataset.map_batches(DetectWorker, fn_constructor_args=(settings,),
                                   batch_size=task, batch_format="numpy",
                                   compute=ray.data.ActorPoolStrategy(size=workers),
-                                  num_cpus=cluster.worker_cpus)
+                                  num_cpus=cpus)
     context = dataset.context
     context.execution_options.preserve_order = True  # records in input order, as zoo detect's
     context.enable_progress_bars = False

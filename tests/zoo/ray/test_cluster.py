@@ -1,8 +1,8 @@
 """``zoo detect --ray``: detection on a Ray cluster of this machine (a Ray started by the run,
 or a ``ray.cluster_utils.Cluster`` of two 1-CPU nodes) writes the records ``zoo detect``
 writes, through its command line: a bad file named and skipped, a node removed mid-run, the
-driver stopped and resumed, an ONNX file on workers that cannot import MXNet. The zoo loads
-no Ray unless asked."""
+driver stopped and resumed, ONNX and OpenVINO files on workers that cannot import MXNet. The
+zoo loads no Ray unless asked."""
 import json
 import os
 import shlex
@@ -17,6 +17,8 @@ import numpy as np
 import pytest
 
 from zoo.cli import main
+from zoo.errors import DataError
+from zoo.jobs.detect import DetectOptions, detect
 from zoo.ray.cluster import LOOPBACK_ONLY
 
 from factories import ROOT, smooth_image
@@ -30,8 +32,6 @@ HEAVY_PHOTOS, HEAVY_SIDE, TILE = 24, 400, 96
 """The slow tests' photos: each runs 26 tiles, so that a run lasts long enough to be cut."""
 HEAVY_FLAGS = ("--threshold", str(THRESHOLD), "--tiles", str(TILE), "--batch-size", "1")
 """Their flags: tasks of 4 photos (runner batches of 1), so that each node holds some."""
-ENV = dict(os.environ, PYTHONPATH=ROOT, OMP_NUM_THREADS="1")
-"""The drivers' environment: the zoo of this checkout, and Ray on loopback."""
 RUN_SECONDS = 300
 """The longest a run of the slow tests may take: a hung one fails."""
 
@@ -158,17 +158,25 @@ def test_the_zoo_and_its_help_import_no_ray():
             "contextlib.suppress(SystemExit):\n"
             "        main(argv)\n"
             "    print('ray' in sys.modules)")
-    done = subprocess.run([sys.executable, "-c", code], env=ENV, capture_output=True,
-                          text=True, timeout=120)
+    done = subprocess.run([sys.executable, "-c", code], env=driver_environment(),
+                          capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["False", "False"]
+
+
+def driver_environment():
+    """This process's environment as it is now (Ray on loopback, and the authentication mode
+    the Ray of this process chose: a driver without it is refused), the zoo of this
+    checkout."""
+    return dict(os.environ, PYTHONPATH=ROOT, OMP_NUM_THREADS="1")
 
 
 def start_detect(output, *argv):
     """``zoo detect ARGV`` in a process of its own (its output's records are read while it
     runs)."""
     return subprocess.Popen([sys.executable, "-m", "zoo", "detect", *argv, "--output", output],
-                            env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            env=driver_environment(), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
 
 
 def when_recorded(output, action, least=1):
@@ -233,22 +241,32 @@ FORBID_MXNET = "import sys\nsys.modules['mxnet'] = None  # import mxnet raises I
 
 
 @pytest.mark.slow
-def test_an_onnx_file_runs_on_workers_without_mxnet(prefix, photos, tmp_path, capsys,
-                                                    monkeypatch):
+@pytest.mark.parametrize("kind", [".onnx", ".xml"])
+def test_a_deployed_file_runs_on_workers_without_mxnet(prefix, photos, tmp_path, monkeypatch,
+                                                       kind):
     """The workers of a Ray started here cannot import MXNet (a sitecustomize on their path
-    forbids it), and detect as ``zoo detect`` does on the same ONNX file."""
-    pytest.importorskip("onnxruntime")
+    forbids it), and detect as ``zoo detect`` does with the same exported ONNX file (on ONNX
+    Runtime) or OpenVINO IR; through the Python API (``DetectOptions(ray=...)``)."""
+    pytest.importorskip("onnxruntime" if kind == ".onnx" else "openvino")
     from zoo import artifact
     from zoo.onnx.export import export_artifact
-    onnx_path = export_artifact(artifact.load(prefix), str(tmp_path / "ssd.onnx"))
+    deployed = export_artifact(artifact.load(prefix), str(tmp_path / "ssd.onnx"))
+    if kind == ".xml":
+        from zoo.onnx.openvino_runtime import write_ir
+        deployed = write_ir(deployed, str(tmp_path / "ssd.xml"), {"dtype": "fp32"})
     here, there = str(tmp_path / "here"), str(tmp_path / "there")
-    assert main(["detect", "--checkpoint", onnx_path, str(photos), "--output", here,
+    assert main(["detect", "--checkpoint", deployed, str(photos), "--output", here,
                  "--threshold", str(THRESHOLD)]) == 0
     hook = tmp_path / "no_mxnet"
     hook.mkdir()
     (hook / "sitecustomize.py").write_text(FORBID_MXNET)
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(hook), ROOT]))
-    assert main(["detect", "--checkpoint", onnx_path, str(photos), "--output", there,
-                 "--threshold", str(THRESHOLD), "--ray"]) == 0, capsys.readouterr().err
+    summary = detect(DetectOptions(checkpoint=deployed, inputs=(str(photos),), output=there,
+                                   threshold=THRESHOLD, ray="local"))
+    assert (summary.images, summary.skipped) == (PHOTOS, 1)
     assert_same_records(results(there)["images"], results(here)["images"])
-    assert len(results(there)["images"]) == PHOTOS
+    if kind == ".onnx":  # the artifact needs MXNet there: its error is one line
+        with pytest.raises(DataError, match=r"^--ray: a Ray worker failed: \w*Error: .*"
+                                            r"mxnet"):
+            detect(DetectOptions(checkpoint=prefix, inputs=(str(photos),),
+                                 output=str(tmp_path / "mxnet"), ray="local"))
