@@ -21,6 +21,7 @@ system); videos are refused (a batch of frames would decode its video from the s
 Ray is imported only when such a run starts: ``import zoo``, ``zoo --help`` and ``zoo
 detect`` without ``--ray`` load none of it.
 """
+import builtins
 import contextlib
 import logging
 import os
@@ -32,6 +33,7 @@ from typing import Optional
 
 import numpy as np
 
+from zoo import errors
 from zoo.checkpoint import open_detector
 from zoo.errors import DataError, MissingPackage, OptionsError
 from zoo.inference.inputs import Input, InputImages
@@ -166,24 +168,31 @@ class ClusterInference:
                 cause = user_error(err)
                 if cause is None:
                     raise
-                raise DataError("--ray: a Ray worker failed: %s: %s"
-                                % (type(cause).__name__, cause)) from None
+                raise DataError("--ray: a Ray worker failed: %s" % cause) from None
 
 
 def user_error(err):
-    """The error a worker raised under Ray's ``err`` where it is one a user causes (an
-    exception of the zoo's one-line kinds: a ValueError such as
+    """``"Kind: message"`` of the error a worker raised under Ray's ``err`` where it is one a
+    user causes: an exception of the zoo's one-line kinds (a ValueError such as
     :class:`~zoo.errors.DataError`, an ImportError such as a package missing on a node, an
     OSError such as a checkpoint a node cannot read); None for anything else (a bug, or Ray's
-    own failure), which keeps its traceback."""
-    from ray.exceptions import RayError
+    own failure), which keeps its traceback. An actor's constructor that failed reaches the
+    driver as text only (Ray's ActorDiedError): its last line names the error."""
+    from ray.exceptions import RayActorError, RayError
     cause = err
     while isinstance(cause, RayError) and getattr(cause, "cause", None) is not None:
         cause = cause.cause
-    if isinstance(cause, RayError) or not isinstance(cause, (ValueError, ImportError,
-                                                             OSError)):
+    if not isinstance(cause, RayError):
+        kind, message = type(cause), str(cause)
+    elif isinstance(cause, RayActorError) and cause.actor_init_failed:
+        last = ([line for line in str(cause).splitlines() if line.strip()] or [""])[-1]
+        name, _, message = last.partition(": ")
+        kind = getattr(builtins, name, None) or getattr(errors, name, None)
+    else:
         return None
-    return cause
+    if not (isinstance(kind, type) and issubclass(kind, (ValueError, ImportError, OSError))):
+        return None
+    return "%s: %s" % (kind.__name__, message)
 
 
 def worker_settings(detector, source, options, cpus):
