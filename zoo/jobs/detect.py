@@ -533,9 +533,9 @@ def detect(options, detector=None):
                                              max_size=options.max_size)
         labels = class_filter(detector.class_names, options.classes)
         expanded = gather_inputs(options)
-        infer = (None if options.ray is None else
-                 ClusterInference(options.ray, options.ray_workers, options.ray_worker_cpus))
-        if infer is not None:
+        infer = None  # this process's runner
+        if options.ray is not None:  # a cluster's: what it refuses, before anything is written
+            infer = ClusterInference(options.ray, options.ray_workers, options.ray_worker_cpus)
             infer.check_inputs(expanded.inputs)
         with runlock.hold(os.path.join(options.output, LOCK_FILE),
                           "--output folder %s" % options.output):
