@@ -49,8 +49,8 @@ from zoo_bench.options import FIXED_PHOTOS, PhotosBenchmarkOptions
 from zoo_bench.timing import environment, machine_line, print_line
 
 __all__ = ["PARTS", "PhotosBenchmarkOptions", "SubjectFigures", "benchmark_photos",
-           "gluoncv_detect", "part_seconds", "profile_detect",
-           "profile_threads"]
+           "detect_argv", "fp32_artifact", "gluoncv_detect", "measured_runs", "part_seconds",
+           "photo_paths", "profile_detect", "profile_threads"]
 
 CALIBRATION_PHOTOS = 4
 """Photos the int8 artifact is calibrated on (the first ones), one batch: the speed of
@@ -292,8 +292,17 @@ def subject_argv(subject, models, paths, gluoncv, output, flags=()):
 
 
 def measure_subject(subject, models, paths, gluoncv, options, env):
-    """A subject's :class:`SubjectFigures`: ``runs`` runs on every photo and on the first
-    :data:`FIXED_PHOTOS`, each into an emptied output folder (the same work every run), medians."""
+    """A subject's :class:`SubjectFigures` (:func:`measured_runs`)."""
+    return measured_runs(
+        subject, lambda photos, output: subject_argv(subject, models, photos, gluoncv, output,
+                                                     options.detect_flags),
+        paths, options, env)
+
+
+def measured_runs(subject, argv, paths, options, env):
+    """The :class:`SubjectFigures` of the process ``argv(photos, output)`` of ``subject``:
+    ``options.runs`` runs on every photo and on the first :data:`FIXED_PHOTOS`, each into an
+    emptied output folder under ``options.output_dir`` (the same work every run), medians."""
     walls, fixed, peaks, found = [], [], [], None
     for run in range(options.runs):
         for photos, times in ((paths, walls), (paths[:FIXED_PHOTOS], fixed)):
@@ -301,9 +310,7 @@ def measure_subject(subject, models, paths, gluoncv, options, env):
                                                                           len(photos)))
             shutil.rmtree(output, ignore_errors=True)
             os.makedirs(output)
-            wall, peak = timed_process(subject_argv(subject, models, photos, gluoncv, output,
-                                                    options.detect_flags),
-                                       env, output + ".log")
+            wall, peak = timed_process(argv(photos, output), env, output + ".log")
             times.append(wall)
             if photos is paths:
                 peaks.append(peak)

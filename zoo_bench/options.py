@@ -25,7 +25,8 @@ from zoo.jobs.serve import ServeOptions
 from zoo.onnx.deployed import is_deployed
 
 __all__ = ["BUSY_CORES", "BenchmarkOptions", "COMPARISONS", "CONFIGURATIONS",
-           "CalibrationBenchmarkOptions", "DATA_COMPARISONS", "DTYPES", "DataBenchmarkOptions",
+           "CalibrationBenchmarkOptions", "ClusterBenchmarkOptions", "DATA_COMPARISONS",
+           "DTYPES", "DataBenchmarkOptions",
            "DecodeBenchmarkOptions", "FIXED_PHOTOS",
            "PHOTO_ISAS", "PHOTO_SUBJECTS", "PhotosBenchmarkOptions", "image_size",
            "DetectorBenchmarkOptions", "GLUONCV_RECIPES", "MemoryBenchmarkOptions",
@@ -670,6 +671,53 @@ class PhotosBenchmarkOptions:
     def from_flags(cls, args, **values):
         """The options of ``zoo benchmark-photos``'s parsed flags, those of ``values``
         given."""
+        return options_from(cls, args, **values)
+
+
+@dataclass(frozen=True)
+class ClusterBenchmarkOptions:
+    """What ``zoo benchmark-cluster`` times (:mod:`zoo_bench.cluster`): ``zoo detect`` of
+    ``checkpoint`` on the same photos without Ray, and with ``--ray`` on local Ray clusters
+    of each count of ``nodes`` (``ray.cluster_utils.Cluster``, ``node_cpus`` CPUs a node,
+    one detector a CPU). The photos and the model as ``zoo benchmark-photos`` makes them."""
+    images: Tuple[str, ...] = field_of(PhotosBenchmarkOptions, "images")
+    num_images: int = flag(16, "photos generated without --images (at least %d)"
+                           % (FIXED_PHOTOS + 1), type=positive_int)
+    image_size: Tuple[int, int] = field_of(PhotosBenchmarkOptions, "image_size")
+    checkpoint: Optional[str] = flag(None, "artifact prefix, or deployed .onnx or .xml file, "
+                                           "to time (default: --network exported with fresh "
+                                           "parameters)", metavar="CHECKPOINT")
+    network: str = field_of(PhotosBenchmarkOptions, "network")
+    data_shape: int = field_of(PhotosBenchmarkOptions, "data_shape")
+    max_size: int = field_of(PhotosBenchmarkOptions, "max_size")
+    nodes: Tuple[int, ...] = flag((1, 2), "node counts of the local Ray clusters timed",
+                                  type=comma_list(positive_int), metavar="N,...")
+    node_cpus: int = flag(1, "CPUs of each Ray node (its detectors: one a CPU)",
+                          type=positive_int, metavar="N")
+    runs: int = field_of(PhotosBenchmarkOptions, "runs")
+    detect_flags: Tuple[str, ...] = field_of(PhotosBenchmarkOptions, "detect_flags")
+    output_dir: str = flag(os.path.join("output", "benchmark_cluster"),
+                           "folder of the generated photos, the model, the runs' outputs and "
+                           "logs")
+    seed: int = field_of(PhotosBenchmarkOptions, "seed")
+
+    def __post_init__(self):
+        for name in ("images", "nodes", "detect_flags"):
+            object.__setattr__(self, name, tuple(getattr(self, name)))
+        if not self.nodes or min(self.nodes + (self.node_cpus, self.runs)) < 1:
+            raise OptionsError("nodes (at least one count), node_cpus and runs must be at "
+                               "least 1")
+        if (len(self.images) if self.images else self.num_images) <= FIXED_PHOTOS:
+            raise OptionsError("at least %d photos are needed: a run's photos/s counts the "
+                               "photos after the first %d" % (FIXED_PHOTOS + 1, FIXED_PHOTOS))
+        missing = [path for path in self.images if not os.path.isfile(path)]
+        if missing:
+            raise OptionsError("image %s: no such file" % missing[0])
+        if self.checkpoint is None and unknown_network(self.network):
+            raise OptionsError(unknown_network(self.network))
+
+    @classmethod
+    def from_flags(cls, args, **values):
         return options_from(cls, args, **values)
 
 

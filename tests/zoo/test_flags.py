@@ -49,6 +49,7 @@ COMMAND_OPTIONS = {
     "serve": ServeOptions, "benchmark-serve": bench.ServeBenchmarkOptions,
     "benchmark-tiles": bench.TilesBenchmarkOptions,
     "benchmark-photos": bench.PhotosBenchmarkOptions,
+    "benchmark-cluster": bench.ClusterBenchmarkOptions,
     "benchmark-parity": bench.ParityBenchmarkOptions, "launch": LaunchOptions,
     "plot-log": PlotLogOptions, "quickstart": QuickstartOptions}
 """The options class each command's run builds from its flags (None: a command of

@@ -85,6 +85,9 @@ COMMANDS = {
     "benchmark-photos": ("zoo_bench.cli.benchmark_photos",
                          "zoo detect end to end on large photos, fp32 and int8, beside "
                          "GluonCV's load_test and net(x), and where its time goes"),
+    "benchmark-cluster": ("zoo_bench.cli.benchmark_cluster",
+                          "photos/s of zoo detect --ray on local Ray clusters of 1 and 2 "
+                          "nodes beside zoo detect on the same photos"),
     "benchmark-parity": ("zoo_bench.cli.benchmark_parity",
                          "the zoo's training beside GluonCV's on one network from the same "
                          "initial parameters, held-out mAP by epoch over seeds, one verdict"),

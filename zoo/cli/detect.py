@@ -13,6 +13,10 @@ stops after the images being detected, results.json written for those (exit 130 
 and the line it ends with gives the command that continues the run: the same one with
 --resume, which skips the images recorded in results.jsonl and refuses other settings.
 
+With --ray [ADDRESS] the detecting runs on a Ray cluster (pip install -e '.[ray]'): the one at
+ADDRESS, or without one a Ray started on this machine for the run; one detector per Ray actor
+(--ray-workers, each on --ray-worker-cpus CPUs), every file written here as without --ray.
+
 Examples:
     zoo detect --checkpoint output/train/ssd_mobilenetv2_stride8 photos/ --output output/detect
     zoo detect --checkpoint model.onnx 'photos/**/*.jpg' --recursive --crops --classes bird
@@ -21,6 +25,7 @@ Examples:
     zoo detect --checkpoint model.xml photos/ --output output/detect --exist-ok
     zoo detect --checkpoint model.xml photos/ --output output/detect --resume
     zoo detect --checkpoint model.onnx big_photos/ --tiles 800 --tile-overlap 0.2
+    zoo detect --checkpoint model.onnx /shared/archive/ --recursive --crops --ray auto
 An artifact trained on tiles (zoo train --tiles) runs in its tiles unless --tiles says
 otherwise (--tiles 0: whole photos only); the first line says so.
 """
@@ -30,6 +35,7 @@ import shlex
 from zoo.errors import Interrupted
 from zoo.jobs.detect import DetectOptions, Stopped, detect
 from zoo.flags import add_flags
+from zoo.ray.cluster import LOCAL, is_address
 
 __all__ = ["add_arguments", "continue_command", "detect_options", "more_positionals",
            "run"]
@@ -43,7 +49,7 @@ def add_arguments(p):
     add_flags(p, DetectOptions, "lists", "output", "exist_ok", "resume", "recursive", "every",
               "threshold", "max_detections", "tiles", "tile_overlap", "classes", "batch_size",
               "data_shape", "max_size", "image_format", "pictures", "crops", "txt", "strict",
-              "exif", "data_threads", "progress")
+              "exif", "data_threads", "progress", "ray", "ray_workers", "ray_worker_cpus")
 
 
 def more_positionals(args, unknown):
@@ -54,8 +60,13 @@ def more_positionals(args, unknown):
 
 
 def detect_options(args):
-    """The :class:`DetectOptions` of the parsed flags."""
-    return DetectOptions.from_flags(args, inputs=tuple(args.inputs), lists=tuple(args.lists))
+    """The :class:`DetectOptions` of the parsed flags. ``--ray`` takes a word after it as its
+    ADDRESS (argparse's optional value): one that is no Ray address (``zoo detect --ray
+    photos/``) is an input, and a Ray is started here."""
+    inputs = list(args.inputs)
+    if args.ray is not None and not is_address(args.ray):
+        inputs, args.ray = [args.ray] + inputs, LOCAL
+    return DetectOptions.from_flags(args, inputs=tuple(inputs), lists=tuple(args.lists))
 
 
 def run(args):
@@ -93,6 +104,8 @@ def flag_words(action, value):
     if value == action.default:
         return []
     if action.nargs == 0:  # an on/off switch
+        return [action.option_strings[0]]
+    if action.nargs == "?" and value == action.const:  # given without its value
         return [action.option_strings[0]]
     text = ",".join(value) if isinstance(value, tuple) else str(value)
     return [action.option_strings[0], text]

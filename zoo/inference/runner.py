@@ -225,10 +225,11 @@ def file_and_data(image):
     return os.fspath(image), None
 
 
-def preparing_threads():
-    """Threads that decode and preprocess: half the cores (inference wants them all, and
-    decoding an image costs a tenth of detecting on it), at most 4 (enough for any graph)."""
-    return max(1, min(4, (os.cpu_count() or 2) // 2))
+def preparing_threads(cores=None):
+    """Threads that decode and preprocess: half the ``cores`` (default: the machine's;
+    inference wants them all, and decoding an image costs a tenth of detecting on it), at
+    most 4 (enough for any graph)."""
+    return max(1, min(4, (cores or os.cpu_count() or 2) // 2))
 
 
 class ImageList:

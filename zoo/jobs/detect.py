@@ -28,9 +28,11 @@ without a record are removed.
 The images go through the detector's own batch runner, so results do not depend on the
 batch size; pictures and crops are encoded and written on worker threads of normal
 priority beside inference. Every file but results.jsonl (appended a line at a time) is
-written atomically (:mod:`zoo.atomicfile`).
+written atomically (:mod:`zoo.atomicfile`). With ``ray`` the detecting runs on a Ray cluster
+(:mod:`zoo.ray.cluster`) and everything else here, as without it.
 """
 import collections
+import contextlib
 import json
 import logging
 import os
@@ -57,6 +59,7 @@ from zoo.inference.runner import MAX_DETECTIONS, SCORE_THRESHOLD
 from zoo.inference.tiles import check_tile_flags, detector_outputs, run_tiling
 from zoo.inference.visualize import ENCODINGS, draw, pixel_box, save_image
 from zoo.progress import NoBar, progress_bar
+from zoo.ray.cluster import LOCAL, ClusterInference, check_cluster
 from zoo.signals import stop_signals
 
 __all__ = ["DetectOptions", "DetectSummary", "FORMATS", "Stopped", "detect"]
@@ -124,6 +127,16 @@ class DetectOptions:
     resume: bool = flag(False, "continue the run stopped in --output: skip the images "
                                "recorded in its results.jsonl (refused if a setting differs)")
     progress: bool = progress_flag()
+    ray: Optional[str] = flag(  # None: detect in this process; LOCAL: a Ray started here
+        None, "detect on a Ray cluster (pip install -e '.[ray]'): the one at ADDRESS (auto, "
+              "HOST:PORT, ray://HOST:PORT) or, without one, a Ray started on this machine "
+              "for the run; every file is written here, as without --ray; the paths must "
+              "name the same files on every node", nargs="?", const=LOCAL, metavar="ADDRESS")
+    ray_workers: Optional[int] = flag(None, "--ray: detectors running at once, one per Ray "
+                                            "actor (default: as many as the cluster's CPUs "
+                                            "hold)", type=positive_int, metavar="N")
+    ray_worker_cpus: int = flag(1, "--ray: CPUs each detector takes (its OpenMP and decoding "
+                                   "threads)", type=positive_int, metavar="N")
     # the input size run at (a Faster R-CNN's short side and long-side limit); None: the
     # checkpoint's
     data_shape: Optional[int] = data_shape_flag(max_size=True, of_checkpoint=True)
@@ -144,6 +157,7 @@ class DetectOptions:
         if self.image_format not in (None,) + FORMATS:
             raise OptionsError("image_format must be one of %s, got %r"
                                % (", ".join(FORMATS), self.image_format))
+        check_cluster(self.ray, self.ray_workers, self.ray_worker_cpus)
 
     @classmethod
     def from_flags(cls, args, **values):
@@ -510,7 +524,8 @@ def detect(options, detector=None):
     """Detect on every input of ``options`` (a :class:`DetectOptions`) and write the
     outputs; returns a :class:`DetectSummary`. ``detector``: one already loaded (any
     :class:`zoo.inference.runner.BatchDetector`), else :func:`zoo.open_detector` of the
-    options' checkpoint.
+    options' checkpoint. With ``ray``, the detector runs on a Ray cluster
+    (:mod:`zoo.ray.cluster`) and this process writes what it finds, as it writes its own.
 
     SIGINT or SIGTERM (in the main thread) stops the run once the images being detected
     are written, with :class:`Stopped`; a second one stops it at once (results.jsonl still
@@ -525,6 +540,10 @@ def detect(options, detector=None):
         tiles = run_tiles(options, detector)
         labels = class_filter(detector.class_names, options.classes)
         expanded = gather_inputs(options)
+        infer = None  # this process's runner
+        if options.ray is not None:  # a cluster's: what it refuses, before anything is written
+            infer = ClusterInference(options.ray, options.ray_workers, options.ray_worker_cpus)
+            infer.check_inputs(expanded.inputs)
         with runlock.hold(os.path.join(options.output, LOCK_FILE),
                           "--output folder %s" % options.output):
             # A run may have ended meanwhile.
@@ -533,7 +552,16 @@ def detect(options, detector=None):
             records = earlier_records(os.path.join(options.output, LINES_FILE))
             first = first_record(options, settings, records)
             return DetectRun(options.output, detector, labels, expanded, settings, records,
-                             first, tiles).run(options)
+                             first, tiles, infer).run(options)
+
+
+def local_outputs(detector, source, options, tiles):
+    """``(index, rows, (width, height))`` of every input of ``source`` (an
+    :class:`~zoo.inference.inputs.InputImages`), in order, by ``detector``'s own batch
+    runner in this process, in ``tiles`` (None: whole pictures only; rows and size None for
+    an input it could not read, its error in ``source.errors``)."""
+    return detector_outputs(detector.runner, source, options.batch_size, tiles,
+                            options.threshold)
 
 
 def stopped_before_detecting(signum):
@@ -556,8 +584,10 @@ class DetectRun:
     ``farm-studio walk``) follows a flag from the command line to its use."""
 
     def __init__(self, output, detector, labels, expanded, settings, records, first,
-                 tiles=None):
+                 tiles=None, infer=None):
+        # infer: what runs the detector over the inputs, as local_outputs (None) does
         self.output, self.detector, self.labels, self.tiles = output, detector, labels, tiles
+        self.infer = infer or local_outputs
         self.settings, self.records, self.first = settings, records, first
         self.skipped = list(expanded.skipped)
         self.entries = records[first - 1:]
@@ -648,18 +678,21 @@ class DetectRun:
                     if options.progress else NoBar())
         complete = finished = False
         try:
-            outputs = detector_outputs(detector.runner, source, options.batch_size,
-                                       self.tiles, options.threshold)
-            for index, rows, size in outputs:
-                if rows is None:
-                    item = Skipped(self.inputs[index].path, "unreadable", source.errors[index])
-                    LOG.warning("skipped %s", item.error)
-                    self.skipped.append(item)
-                    self.bar.update()
-                else:
-                    self.detected(options, writer, source, index, rows, size, names[index])
-                if self.stop is not None:
-                    break
+            # closed at once on a stop: the images it prepares ahead, or a cluster's work,
+            # are not waited for
+            with contextlib.closing(self.infer(detector, source, options, self.tiles)) as outputs:
+                for index, rows, size in outputs:
+                    if rows is None:
+                        item = Skipped(self.inputs[index].path, "unreadable",
+                                       source.errors[index])
+                        LOG.warning("skipped %s", item.error)
+                        self.skipped.append(item)
+                        self.bar.update()
+                    else:
+                        self.detected(options, writer, source, index, rows, size,
+                                      names[index])
+                    if self.stop is not None:
+                        break
             finished = self.stop is None
         finally:
             try:
