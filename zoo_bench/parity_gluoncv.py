@@ -30,7 +30,7 @@ import mxnet as mx
 import numpy as np
 from mxnet import autograd, gluon
 
-__all__ = ["gluon_ssd", "main", "train_step"]
+__all__ = ["gluon_faster_rcnn", "gluon_ssd", "main", "train_step"]
 
 
 def gluon_ssd(network, classes):
@@ -45,6 +45,44 @@ def gluon_ssd(network, classes):
                        ratios=network["ratios"], steps=network["steps"],
                        classes=list(classes), dataset="", pretrained=False,
                        pretrained_base=False)
+
+
+def gluon_faster_rcnn(network, classes):
+    """GluonCV's ``FasterRCNN`` of ``network`` (``get_faster_rcnn``'s keywords under
+    ``"rcnn"``, the base under ``"base"`` and where it is cut under ``"cut"``) for ``classes``,
+    uninitialised, with its blocks named as in a fresh process. The base is split as
+    ``faster_rcnn_resnet50_v1b_voc`` splits ResNet-50 (:func:`split_mobilenetv2`)."""
+    from gluoncv.model_zoo.rcnn.faster_rcnn.faster_rcnn import get_faster_rcnn
+    with mx.name.NameManager(), warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        features, top_features = split_mobilenetv2(network["cut"])
+        return get_faster_rcnn(network["base"], "", pretrained=False, features=features,
+                               top_features=top_features, classes=list(classes),
+                               **network["rcnn"])
+
+
+def split_mobilenetv2(cut):
+    """GluonCV's ``mobilenetv2_1.0`` (its default batch norm: batch statistics in training)
+    as ``(features, top_features)``: ``features`` its ``features`` children before ``cut``
+    and the expansion (1x1, batch norm, ReLU6) of the bottleneck at ``cut``, the stride-16
+    map of 576 channels the RPN and ROIAlign read; ``top_features`` the rest of that
+    bottleneck (its strided depthwise and projection, one child) and every later child up to
+    the last ReLU6, run on every ROI. The global pooling stays out: ``FasterRCNN`` pools."""
+    from gluoncv.model_zoo.mobilenet import get_mobilenet_v2
+    from mxnet.gluon import nn
+    layers = get_mobilenet_v2(1.0, pretrained=False).features
+    bottleneck = layers[cut].out
+    features, top_features = nn.HybridSequential(), nn.HybridSequential()
+    expansion, reduction = nn.HybridSequential(), nn.HybridSequential()
+    for index in range(cut):
+        features.add(layers[index])
+    for index in range(len(bottleneck)):
+        (expansion if index < 3 else reduction).add(bottleneck[index])
+    features.add(expansion)
+    top_features.add(reduction)
+    for index in range(cut + 1, len(layers) - 1):  # the last is the global pooling
+        top_features.add(layers[index])
+    return features, top_features
 
 
 def train_step(net, loss_fn, trainer, data, cls_targets, box_targets):
