@@ -1,9 +1,10 @@
 """``zoo benchmark-parity``: the zoo's training against GluonCV's, on the same network from the
 same initial parameters, scored by one metric on the same held-out images.
 
+Per architecture (:data:`SIDES`): SSD here, Faster R-CNN C4 in :mod:`zoo_bench.parity_rcnn`.
 For each seed:
 
-1. GluonCV's network (:data:`SSD_NETWORK`, built by GluonCV's ``get_ssd``) is initialised
+1. GluonCV's network (SSD: :data:`SSD_NETWORK`, built by GluonCV's ``get_ssd``) is initialised
    (:func:`initialised_ssd`), saved, and imported into the zoo
    (:func:`zoo.gluoncv.common.import_net`, whose map is proved by the import tests to
    compute what GluonCV computes). Before any step the two are proved equal: the artifact
@@ -368,7 +369,17 @@ def ssd_step_check(options, root, init_params, prefix, steps=STEP_CHECK_STEPS,
     ours = _zoo_steps(prefix, side, data, labels, sgd, steps)
     rows = [list(t) + list(o) for t, o in zip(theirs, ours)]
     worst = max(abs(o - t) / max(abs(t), 1e-12) for row in rows for t, o in zip(row[:2], row[2:]))
-    return {"steps": rows, "worst": worst, "equal": worst <= tolerance}
+    return {"steps": rows, "terms": ["class", "box"], "worst": worst,
+            "equal": worst <= tolerance}
+
+
+def step_terms(check):
+    """A step check's terms step by step, GluonCV's then the zoo's: ``GluonCV class a, b, c,
+    box ...; the zoo class ...``."""
+    names = check["terms"]
+    return "; ".join("%s %s" % (side, ", ".join("%s %s" % (name, ", ".join(
+        "%.4f" % row[offset + k] for row in check["steps"])) for k, name in enumerate(names)))
+        for side, offset in (("GluonCV", 0), ("the zoo", len(names))))
 
 
 def sgd_settings(options):
@@ -477,11 +488,10 @@ def benchmark_parity(options, progress=print):
                  "%d values before the first step" % (seed, check["values"]))
         steps = step_check(options, root, init_params, init_prefix)
         checks.append(dict(check, seed=seed, step_check=steps))
-        progress("seed %d: %d SGD steps on one batch from that start: %s (GluonCV class %s, "
-                 "box %s; the zoo class %s, box %s)" % (
-                     seed, len(steps["steps"]), "the same losses on both sides" if steps["equal"]
-                     else "the losses DIFFER by up to %.2g%%" % (100 * steps["worst"]),
-                     *(", ".join("%.4f" % r[k] for r in steps["steps"]) for k in range(4))))
+        progress("seed %d: %d SGD steps on one batch from that start: %s (%s)" % (
+            seed, len(steps["steps"]), "the same losses on both sides" if steps["equal"]
+            else "the losses DIFFER by up to %.2g%%" % (100 * steps["worst"]),
+            step_terms(steps)))
         for side in options.order:
             if side == "zoo":
                 run = train_zoo(options, seed, root, init_prefix, folder)

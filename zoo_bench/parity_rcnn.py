@@ -281,6 +281,7 @@ def step_check(options, root, init_params, prefix, steps=STEP_CHECK_STEPS,
     worst = [max(abs(o - t) / max(abs(t), TERM_FLOOR) for t, o in zip(row[:4], row[4:]))
              for row in rows]
     equal = worst[0] <= FIRST_STEP_TOLERANCE and max(worst) <= tolerance
-    return {"steps": rows, "worst": max(worst), "first_step": worst[0], "equal": equal}
+    return {"steps": rows, "terms": ["RPN class", "RPN box", "R-CNN class", "R-CNN box"],
+            "worst": max(worst), "first_step": worst[0], "equal": equal}
 
 
