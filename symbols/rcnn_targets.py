@@ -48,11 +48,13 @@ class RPNTarget(mx.operator.CustomOp):
     ``base`` the ``(A, 4)`` anchors of its first cell; anchors are numbered level by level,
     each in :func:`symbols.box_coder.shifted_anchors` order."""
 
-    def __init__(self, levels, batch_size, fg_fraction, positive_iou, negative_iou):
+    def __init__(self, levels, batch_size, fg_fraction, positive_iou, negative_iou,
+                 labelling="zoo"):
         super().__init__()
         self.levels = levels
         self.batch_size, self.fg_fraction = batch_size, fg_fraction
         self.positive_iou, self.negative_iou = positive_iou, negative_iou
+        self.labelling = labelling
 
     def anchors(self, scores):
         """``(N, 4)`` anchors of every level for score maps ``(B, 2A, H, W)``."""
@@ -71,22 +73,49 @@ class RPNTarget(mx.operator.CustomOp):
         for i, array in enumerate((labels, targets, weights)):
             self.assign(out_data[i], req[i], mx.nd.array(array))
 
+    def inside(self, anchors, im_info):
+        """The anchors that may be labelled: inside the image. GluonCV's (``"gluoncv"``
+        labelling) end one pixel short of its border, its windows' last pixel inside."""
+        height, width = im_info[0], im_info[1]
+        if self.labelling == "gluoncv":
+            right, bottom = anchors[:, 2] < width, anchors[:, 3] < height
+        else:
+            right, bottom = anchors[:, 2] <= width, anchors[:, 3] <= height
+        return np.where((anchors[:, 0] >= 0) & (anchors[:, 1] >= 0) & right & bottom)[0]
+
+    def label_matches(self, iou, labels):
+        """Label the inside anchors (``labels``, a view of theirs) from their IoUs ``(N, G)``
+        with the ground truths: positive where an anchor is a ground truth's best or overlaps
+        one by ``positive_iou``, negative where it overlaps none by ``negative_iou``. The zoo
+        keeps every ground truth's best anchor positive; GluonCV (``"gluoncv"``, its
+        ``RPNTargetSampler``) marks negatives last, so a best anchor below
+        ``negative_iou`` is negative there, and a best anchor is any within float32's epsilon
+        of the best."""
+        best_iou = iou.max(axis=1)
+        if self.labelling == "gluoncv":
+            best_for_gt = ((iou + np.spacing(np.float32(1.0)))
+                           > iou.max(axis=0, keepdims=True)).any(axis=1)
+            labels[best_for_gt | (best_iou >= self.positive_iou)] = 1
+            labels[best_iou < self.negative_iou] = 0
+            return
+        labels[best_iou < self.negative_iou] = 0
+        best_for_gt = np.where((iou == iou.max(axis=0, keepdims=True)) & (iou > 0))[0]
+        labels[best_for_gt] = 1
+        labels[best_iou >= self.positive_iou] = 1
+
     def assign_image(self, anchors, label, im_info, labels, targets):
         """Fill one image's ``labels`` and ``targets`` rows for anchors inside the image."""
         rng = np.random
-        inside = np.where((anchors[:, 0] >= 0) & (anchors[:, 1] >= 0)
-                          & (anchors[:, 2] <= im_info[1]) & (anchors[:, 3] <= im_info[0]))[0]
+        inside = self.inside(anchors, im_info)
         boxes, _ = ground_truth(label, im_info)
         if len(boxes) == 0:
             labels[subsample(inside, self.batch_size, rng)] = 0
             return
         iou = box_iou(anchors[inside], boxes)
         best = iou.argmax(axis=1)
-        best_iou = iou[np.arange(len(inside)), best]
-        labels[inside[best_iou < self.negative_iou]] = 0
-        best_for_gt = np.where((iou == iou.max(axis=0, keepdims=True)) & (iou > 0))[0]
-        labels[inside[best_for_gt]] = 1
-        labels[inside[best_iou >= self.positive_iou]] = 1
+        inside_labels = labels[inside]
+        self.label_matches(iou, inside_labels)
+        labels[inside] = inside_labels
         fg = np.where(labels == 1)[0]
         keep_fg = subsample(fg, int(self.batch_size * self.fg_fraction), rng)
         labels[np.setdiff1d(fg, keep_fg)] = -1
@@ -110,11 +139,11 @@ class RPNTargetProp(mx.operator.CustomOpProp):
     ``(B, N, 4)``."""
 
     def __init__(self, levels, batch_size="256", fg_fraction="0.5", positive_iou="0.7",
-                 negative_iou="0.3"):
+                 negative_iou="0.3", labelling="zoo"):
         super().__init__(need_top_grad=False)
         self.kwargs = dict(levels=json.loads(levels), batch_size=int(batch_size),
                            fg_fraction=float(fg_fraction), positive_iou=float(positive_iou),
-                           negative_iou=float(negative_iou))
+                           negative_iou=float(negative_iou), labelling=labelling)
 
     def list_arguments(self):
         return ["rpn_cls_score_%d" % i for i in range(len(self.kwargs["levels"]))] + [

@@ -434,7 +434,9 @@ def without_gradient(level):
 def rpn_losses(levels, label, im_info, sampling, convention):
     """``(class probabilities, box loss, anchor labels)`` of the RPN over the anchors of every
     level, labelled and sampled together per image by the ``zoo_rpn_target`` operator, which
-    is given the anchors the proposals of ``convention`` decode against."""
+    is given the anchors the proposals of ``convention`` decode against and, for
+    ``"gluoncv"``, labels them as GluonCV does. Under ``"gluoncv"`` the background logits
+    take no gradient (:func:`object_logit_only`)."""
     anchors = [[level.anchors.stride, level_base_anchors(level.anchors, convention).tolist()]
                for level in levels]
     targets = mx.sym.Custom(*[level.score for level in levels], label, im_info,
@@ -442,15 +444,35 @@ def rpn_losses(levels, label, im_info, sampling, convention):
                             levels=json.dumps(anchors), batch_size=sampling.rpn_batch_size,
                             fg_fraction=sampling.rpn_fg_fraction,
                             positive_iou=sampling.rpn_positive_iou,
-                            negative_iou=sampling.rpn_negative_iou)
+                            negative_iou=sampling.rpn_negative_iou, labelling=convention)
     labels = targets["rpn_target_label"]
-    scores = concat([flat_scores(level.score, level.anchors.tag) for level in levels], 2,
-                     "rpn_cls_score_all")
+    trained = [object_logit_only(level) if convention == "gluoncv" else level.score
+               for level in levels]
+    scores = concat([flat_scores(score, level.anchors.tag)
+                     for score, level in zip(trained, levels)], 2, "rpn_cls_score_all")
     deltas = concat([flat_deltas(level.deltas, level.anchors.num_anchors, level.anchors.tag)
                       for level in levels], 1, "rpn_bbox_pred_all")
     prob, box_loss = rpn_loss_terms(scores, labels, deltas, targets["rpn_target_bbox_target"],
                                     targets["rpn_target_bbox_weight"])
     return prob, box_loss, labels
+
+
+def object_logit_only(level):
+    """``level``'s scores with no gradient into the background logits: GluonCV's RPN scores
+    an anchor with one logit ``z`` (sigmoid), ours ``sigmoid(object - background)`` in the
+    ``"gluoncv"`` convention (:mod:`zoo.gluoncv.rcnn` imports ``z`` as the object row and
+    zeros as the background row). Trained as they are, both rows would take the gradient
+    (with opposite signs) and their difference would move at twice GluonCV's rate; with the
+    background row fixed, the object row takes GluonCV's step exactly (and the background
+    row, zero, stays zero under weight decay)."""
+    count, tag = level.anchors.num_anchors, level.anchors.tag
+    background = mx.sym.slice_axis(level.score, axis=1, begin=0, end=count,
+                                   name="rpn_cls_score_background_" + tag)
+    objects = mx.sym.slice_axis(level.score, axis=1, begin=count, end=2 * count,
+                                name="rpn_cls_score_object_" + tag)
+    return mx.sym.concat(mx.sym.BlockGrad(background, name="rpn_cls_score_background_fixed_"
+                                          + tag), objects, dim=1,
+                         name="rpn_cls_score_trained_" + tag)
 
 
 def rpn_loss_terms(scores, labels, deltas, bbox_target, bbox_weight):

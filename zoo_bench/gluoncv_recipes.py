@@ -30,7 +30,7 @@ from zoo_bench.data import Cycled, GluonCVImageFiles
 from zoo_bench.options import TrainBenchmarkOptions
 from zoo_bench.train_parts import PartClock, Round, SideResult
 
-__all__ = ["RecipeProcess"]
+__all__ = ["FasterRCNNLosses", "RecipeProcess", "on_cpu"]
 
 LOG = logging.getLogger("zoo.benchmark_train.gluoncv")
 LOG_INTERVAL = 100
@@ -206,6 +206,39 @@ class SSDRecipe(Recipe):
         clock.timed("logging", self.log)(index)
 
 
+class FasterRCNNLosses:
+    """The script's ``ForwardBackwardTask`` for the network ``net`` (in training mode): sigmoid
+    cross-entropy and Huber (rho 1/9) for the RPN, softmax cross-entropy and Huber for
+    R-CNN, each divided by the anchors or ROIs sampled. Called with a batch of
+    ``FasterRCNNTrainBatchify``, it returns the four losses and the metrics' inputs."""
+
+    def __init__(self, net):
+        self.net = net
+        self.rpn_cls_loss = gluon.loss.SigmoidBinaryCrossEntropyLoss(from_sigmoid=False)
+        self.rpn_box_loss = gluon.loss.HuberLoss(rho=1 / 9.)
+        self.rcnn_cls_loss = gluon.loss.SoftmaxCrossEntropyLoss()
+        self.rcnn_box_loss = gluon.loss.HuberLoss()
+
+    def __call__(self, data, label, rpn_cls_targets, rpn_box_targets, rpn_box_masks):
+        outputs = self.net(data, label[:, :, :4], label[:, :, 4:5])
+        cls_pred, box_pred, rpn_score, rpn_box = (outputs[i] for i in (0, 1, 5, 6))
+        cls_targets, box_targets, box_masks = outputs[8:11]
+        rpn_score = rpn_score.squeeze(axis=-1)
+        num_rpn_pos = (rpn_cls_targets >= 0).sum()
+        num_rcnn_pos = (cls_targets >= 0).sum()
+        losses = [
+            self.rpn_cls_loss(rpn_score, rpn_cls_targets, rpn_cls_targets >= 0)
+            * rpn_cls_targets.size / num_rpn_pos,
+            self.rpn_box_loss(rpn_box, rpn_box_targets, rpn_box_masks) * rpn_box.size / num_rpn_pos,
+            self.rcnn_cls_loss(cls_pred, cls_targets, cls_targets.expand_dims(-1) >= 0)
+            * cls_targets.size / num_rcnn_pos,
+            self.rcnn_box_loss(box_pred, box_targets, box_masks) * box_pred.size / num_rcnn_pos]
+        extra = [([rpn_cls_targets, rpn_cls_targets >= 0], [rpn_score]),
+                 ([rpn_box_targets, rpn_box_masks], [rpn_box]),
+                 ([cls_targets], [cls_pred]), ([box_targets, box_masks], [box_pred])]
+        return losses, extra
+
+
 class FasterRCNNRecipe(Recipe):
     def __init__(self, name, images, options, sgd):
         from gluoncv.data.batchify import FasterRCNNTrainBatchify
@@ -224,33 +257,10 @@ class FasterRCNNRecipe(Recipe):
         self.net.hybridize(static_alloc=True)
         self.trainer = gluon.Trainer(self.net.collect_train_params(), "sgd", {
             "learning_rate": sgd["lr"], "wd": sgd["wd"], "momentum": sgd["momentum"]})
-        self.rpn_cls_loss = gluon.loss.SigmoidBinaryCrossEntropyLoss(from_sigmoid=False)
-        self.rpn_box_loss = gluon.loss.HuberLoss(rho=1 / 9.)
-        self.rcnn_cls_loss = gluon.loss.SoftmaxCrossEntropyLoss()
-        self.rcnn_box_loss = gluon.loss.HuberLoss()
+        self.losses = FasterRCNNLosses(self.net)
         self.metrics = [mx.metric.Loss(n) for n in ("RPN_Conf", "RPN_SmoothL1",
                                                      "RCNN_CrossEntropy", "RCNN_SmoothL1")]
         self.metrics += [RPNAccMetric(), RPNL1LossMetric(), RCNNAccMetric(), RCNNL1LossMetric()]
-
-    def losses(self, data, label, rpn_cls_targets, rpn_box_targets, rpn_box_masks):
-        """The script's ``ForwardBackwardTask``: the four losses and the metrics' inputs."""
-        outputs = self.net(data, label[:, :, :4], label[:, :, 4:5])
-        cls_pred, box_pred, rpn_score, rpn_box = (outputs[i] for i in (0, 1, 5, 6))
-        cls_targets, box_targets, box_masks = outputs[8:11]
-        rpn_score = rpn_score.squeeze(axis=-1)
-        num_rpn_pos = (rpn_cls_targets >= 0).sum()
-        num_rcnn_pos = (cls_targets >= 0).sum()
-        losses = [
-            self.rpn_cls_loss(rpn_score, rpn_cls_targets, rpn_cls_targets >= 0)
-            * rpn_cls_targets.size / num_rpn_pos,
-            self.rpn_box_loss(rpn_box, rpn_box_targets, rpn_box_masks) * rpn_box.size / num_rpn_pos,
-            self.rcnn_cls_loss(cls_pred, cls_targets, cls_targets.expand_dims(-1) >= 0)
-            * cls_targets.size / num_rcnn_pos,
-            self.rcnn_box_loss(box_pred, box_targets, box_masks) * box_pred.size / num_rcnn_pos]
-        extra = [([rpn_cls_targets, rpn_cls_targets >= 0], [rpn_score]),
-                 ([rpn_box_targets, rpn_box_masks], [rpn_box]),
-                 ([cls_targets], [cls_pred]), ([box_targets, box_masks], [box_pred])]
-        return losses, extra
 
     def step(self, batch, index):
         clock = self.clock

@@ -1,9 +1,10 @@
 """``zoo benchmark-parity``: the zoo's training against GluonCV's, on the same network from the
 same initial parameters, scored by one metric on the same held-out images.
 
+Per architecture (:data:`SIDES`): SSD here, Faster R-CNN C4 in :mod:`zoo_bench.parity_rcnn`.
 For each seed:
 
-1. GluonCV's network (:data:`SSD_NETWORK`, built by GluonCV's ``get_ssd``) is initialised
+1. GluonCV's network (SSD: :data:`SSD_NETWORK`, built by GluonCV's ``get_ssd``) is initialised
    (:func:`initialised_ssd`), saved, and imported into the zoo
    (:func:`zoo.gluoncv.common.import_net`, whose map is proved by the import tests to
    compute what GluonCV computes). Before any step the two are proved equal: the artifact
@@ -38,7 +39,9 @@ import mxnet as mx
 import numpy as np
 
 from zoo_bench import child_environment
-from zoo_bench.parity_gluoncv import gluon_ssd, seed_everything, train_step
+from zoo_bench import parity_rcnn
+from zoo_bench.options import PARITY_DEFAULTS
+from zoo_bench.parity_gluoncv import embedded_classes, gluon_ssd, seed_everything, train_step
 
 __all__ = ["ParityResult", "SSD_NETWORK", "benchmark_parity", "ssd_network", "verdict"]
 
@@ -133,22 +136,22 @@ def verdict(result, tolerance=None):
               if "step_check" in c and not c["step_check"]["equal"]]
     passed = within and not differ
     seeds = len(result.finals("zoo"))
+    target = PARITY_DEFAULTS[result.architecture]["target"]
+    below = [side for side, mean in (("the zoo", zoo_mean), ("GluonCV", theirs_mean))
+             if mean < target]
     line = ("parity %s: zoo %.3f ± %.3f, GluonCV %.3f ± %.3f over %d seed%s: %+.1f points (%s: "
-            "the zoo %s%s)" % (
+            "the zoo %s%s; %s)" % (
                 result.architecture, zoo_mean, zoo_sd, theirs_mean, theirs_sd, seeds,
                 "" if seeds == 1 else "s", points, "PASS" if passed else "FAIL",
                 "within %g points of GluonCV or above" % tolerance if within else
                 "more than %g points below GluonCV" % tolerance,
                 "; its first steps on one batch differ from GluonCV's by up to %.2g%%"
-                % (100 * max(differ)) if differ else ""))
+                % (100 * max(differ)) if differ else "",
+                "both over the %.2g target" % target if not below else
+                "%s below the %.2g target" % (" and ".join(below), target)))
     return {"line": line, "passed": passed, "points": points, "zoo_mean": zoo_mean,
             "zoo_sd": zoo_sd, "gluoncv_mean": theirs_mean, "gluoncv_sd": theirs_sd,
-            "steps_equal": not differ}
-
-
-def _classes():
-    from zoo.data import embedded
-    return list(embedded.CLASSES)
+            "steps_equal": not differ, "target": target, "over_target": not below}
 
 
 def generate_data(options):
@@ -174,18 +177,20 @@ def import_gluon(net, side, prefix, source, **fields):
     return prefix
 
 
-def check_equal_start(net, prefix):
+def check_equal_start(net, prefix, zeros=0):
     """Prove the artifact ``prefix`` starts where GluonCV's ``net`` starts: the same number
     of parameters and, sorted, the same values to the last bit (the import only reorders
     arrays, :func:`zoo.gluoncv.common.our_params` has checked that it reads every GluonCV
     array once and fills every array of ours, and the import tests prove the map computes
-    what GluonCV computes). Detections are no proof at this point: a freshly initialised
+    what GluonCV computes), besides ``zeros`` zeros the import adds (rows GluonCV's network
+    has no counterpart of, :func:`zoo_bench.parity_rcnn.background_rows`). Detections are no proof at this point: a freshly initialised
     network's batch norms hold no statistics yet, so both score every box near 1.0.
     Returns ``{"values": n, "sum": s}``; raises RuntimeError where they differ."""
     from zoo import artifact
     from zoo.gluoncv.common import gluon_arrays
     theirs = np.sort(np.concatenate([array.ravel() for name, array in gluon_arrays(net).items()
-                                     if not name.endswith("anchors")]))
+                                     if not name.endswith("anchors")]
+                                    + [np.zeros(zeros, np.float32)]))
     files = artifact.epoch_files(prefix, 0)
     meta = artifact.read_meta(prefix, 0)
     args, aux = artifact.read_params(files.params, meta["params_sha256"], files.meta)
@@ -201,19 +206,25 @@ def check_equal_start(net, prefix):
 
 
 def start_from(options, seed, root, folder):
-    """GluonCV's network initialised by GluonCV under ``seed``, saved and imported: returns
-    ``(params file, artifact prefix, equality check)``."""
-    side = options.data_shape
+    """GluonCV's network of ``options.architecture`` initialised by GluonCV under ``seed``,
+    saved and imported: returns ``(params file, artifact prefix, equality check)``."""
     seed_everything(seed)
-    net = initialised_ssd(side)
     os.makedirs(folder, exist_ok=True)
     params = os.path.join(folder, "gluoncv-init.params")
+    net, prefix, zeros = SIDES[options.architecture].start(options, folder, params)
+    return params, prefix, check_equal_start(net, prefix, zeros)
+
+
+def ssd_start(options, folder, params):
+    """``(GluonCV's initialised SSD, saved to params, its import, the zeros it adds)``."""
+    side = options.data_shape
+    net = initialised_ssd(side)
     net.save_parameters(params)
     # --zoo-config's fields change the zoo's recipe alone (GluonCV's epochs are scored
     # through imports without them).
     prefix = import_gluon(net, side, os.path.join(folder, "init", "ssd"), params,
                           **dict(options.zoo_config))
-    return params, prefix, check_equal_start(net, prefix)
+    return net, prefix, 0
 
 
 def initialised_ssd(side):
@@ -224,7 +235,7 @@ def initialised_ssd(side):
     their biases zeroed. GluonCV's own
     default (uniform in +-0.07) starts this network with every top score at 1.0 and boxes of
     10^5 pixels: a start so far off that neither side's first epochs mean much."""
-    net = gluon_ssd(ssd_network(side), _classes())
+    net = gluon_ssd(ssd_network(side), embedded_classes())
     net.initialize()
     net(mx.nd.zeros((1, 3, side, side)))
     weights = mx.init.Xavier(rnd_type="gaussian", factor_type="out", magnitude=2)
@@ -283,7 +294,7 @@ def _gluoncv_steps(init_params, side, data, labels, sgd, steps):
     from gluoncv.loss import SSDMultiBoxLoss
     from gluoncv.model_zoo.ssd.target import SSDTargetGenerator
     from mxnet import autograd, gluon
-    net = gluon_ssd(ssd_network(side), _classes())
+    net = gluon_ssd(ssd_network(side), embedded_classes())
     net.load_parameters(init_params, ctx=mx.cpu())
     with autograd.train_mode():
         _, _, anchors = net(mx.nd.zeros((1, 3, side, side)))
@@ -335,8 +346,14 @@ def _zoo_steps(prefix, side, data, labels, sgd, steps):
     return losses
 
 
-def step_check(options, root, init_params, prefix, steps=STEP_CHECK_STEPS,
-               tolerance=STEP_CHECK_TOLERANCE):
+def step_check(options, root, init_params, prefix):
+    """The step check of ``options.architecture`` (:func:`ssd_step_check`,
+    :func:`zoo_bench.parity_rcnn.step_check`)."""
+    return SIDES[options.architecture].step_check(options, root, init_params, prefix)
+
+
+def ssd_step_check(options, root, init_params, prefix, steps=STEP_CHECK_STEPS,
+                   tolerance=STEP_CHECK_TOLERANCE):
     """Prove the two training mechanics equal before the runs: from the same start, SGD
     steps (at :data:`STEP_CHECK_LR`, the options' momentum and weight decay) on one fixed
     batch (the first ``batch_size`` training images, no augmentation) give the same class
@@ -352,7 +369,17 @@ def step_check(options, root, init_params, prefix, steps=STEP_CHECK_STEPS,
     ours = _zoo_steps(prefix, side, data, labels, sgd, steps)
     rows = [list(t) + list(o) for t, o in zip(theirs, ours)]
     worst = max(abs(o - t) / max(abs(t), 1e-12) for row in rows for t, o in zip(row[:2], row[2:]))
-    return {"steps": rows, "worst": worst, "equal": worst <= tolerance}
+    return {"steps": rows, "terms": ["class", "box"], "worst": worst,
+            "equal": worst <= tolerance}
+
+
+def step_terms(check):
+    """A step check's terms step by step, GluonCV's then the zoo's: ``GluonCV class a, b, c,
+    box ...; the zoo class ...``."""
+    names = check["terms"]
+    return "; ".join("%s %s" % (side, ", ".join("%s %s" % (name, ", ".join(
+        "%.4f" % row[offset + k] for row in check["steps"])) for k, name in enumerate(names)))
+        for side, offset in (("GluonCV", 0), ("the zoo", len(names))))
 
 
 def sgd_settings(options):
@@ -384,7 +411,7 @@ def train_zoo(options, seed, root, init_prefix, folder):
         **({"max_expand": 1.0, "crop": False} if options.augmentation == "light" else {}),
         **sgd_settings(options))
     # Every array of the run's model comes from the imported start: none starts afresh.
-    model = build_train_model(train_options, _classes())
+    model = build_train_model(train_options, embedded_classes())
     summary = init_from(model, init_prefix, seed=seed)[2]
     if summary.reset:
         raise RuntimeError("the zoo's run would not start from GluonCV's parameters: %s"
@@ -395,7 +422,9 @@ def train_zoo(options, seed, root, init_prefix, folder):
     for row in trained.rows:
         epoch = int(row["epoch"])
         voc07, coco = score(trained.prefix, epoch, root, options)
-        cls_loss, box_loss = float(row["cls_loss"]), float(row["box_loss"])
+        # SSD's cls_loss and box_loss; Faster R-CNN's RPN and R-CNN terms of each, summed
+        cls_loss = sum(float(value) for key, value in row.items() if key.endswith("cls_loss"))
+        box_loss = sum(float(value) for key, value in row.items() if key.endswith("box_loss"))
         run.epochs.append(EpochScore(epoch, voc07, coco, cls_loss + box_loss, cls_loss,
                                      box_loss))
     return run
@@ -404,12 +433,14 @@ def train_zoo(options, seed, root, init_prefix, folder):
 def gluoncv_request(options, seed, root, init_params, folder):
     """The request :mod:`zoo_bench.parity_gluoncv` reads, written to ``folder``."""
     os.makedirs(os.path.join(folder, "gluoncv"), exist_ok=True)
-    request = {"network": ssd_network(options.data_shape), "classes": _classes(),
+    request = {"architecture": options.architecture,
+               "network": SIDES[options.architecture].network(options),
+               "classes": embedded_classes(),
                "init_params": init_params, "root": root, "split": "train",
                "batch_size": options.batch_size, "data_workers": options.data_workers,
                "augmentation": options.augmentation,
                "seed": seed, "epochs": options.epochs, "sgd": sgd_settings(options),
-               "prefix": os.path.join(folder, "gluoncv", "ssd")}
+               "prefix": os.path.join(folder, "gluoncv", options.architecture)}
     path = os.path.join(folder, "gluoncv-request.json")
     with open(path, "w") as f:
         json.dump(request, f, indent=1)
@@ -434,12 +465,10 @@ def train_gluoncv(options, seed, root, init_params, folder, progress):
         raise RuntimeError("GluonCV's training ended with exit status %d; its error is above"
                            % child.returncode)
     run = SideRun("gluoncv", seed, seconds=time.time() - start)
-    side = options.data_shape
     for answer in answers:
-        net = gluon_ssd(ssd_network(side), _classes())
-        net.load_parameters(answer["params"], ctx=mx.cpu())
-        prefix = import_gluon(net, side, os.path.join(folder, "gluoncv", "epoch%d" % answer[
-            "epoch"], "ssd"), answer["params"])
+        prefix = SIDES[options.architecture].import_epoch(
+            options, answer["params"], os.path.join(folder, "gluoncv", "epoch%d" % answer[
+                "epoch"], options.architecture))
         voc07, coco = score(prefix, 0, root, options)
         run.epochs.append(EpochScore(answer["epoch"], voc07, coco, answer["loss"],
                                      answer["cls_loss"], answer["box_loss"], answer["seconds"]))
@@ -451,7 +480,7 @@ def benchmark_parity(options, progress=print):
     root = generate_data(options)
     runs, checks = [], []
     for seed in options.seeds:
-        folder = os.path.join(options.work_dir, "ssd_seed%d" % seed)
+        folder = os.path.join(options.work_dir, "%s_seed%d" % (options.architecture, seed))
         if os.path.isdir(folder):
             shutil.rmtree(folder)
         init_params, init_prefix, check = start_from(options, seed, root, folder)
@@ -459,11 +488,10 @@ def benchmark_parity(options, progress=print):
                  "%d values before the first step" % (seed, check["values"]))
         steps = step_check(options, root, init_params, init_prefix)
         checks.append(dict(check, seed=seed, step_check=steps))
-        progress("seed %d: %d SGD steps on one batch from that start: %s (GluonCV class %s, "
-                 "box %s; the zoo class %s, box %s)" % (
-                     seed, len(steps["steps"]), "the same losses on both sides" if steps["equal"]
-                     else "the losses DIFFER by up to %.2g%%" % (100 * steps["worst"]),
-                     *(", ".join("%.4f" % r[k] for r in steps["steps"]) for k in range(4))))
+        progress("seed %d: %d SGD steps on one batch from that start: %s (%s)" % (
+            seed, len(steps["steps"]), "the same losses on both sides" if steps["equal"]
+            else "the losses DIFFER by up to %.2g%%" % (100 * steps["worst"]),
+            step_terms(steps)))
         for side in options.order:
             if side == "zoo":
                 run = train_zoo(options, seed, root, init_prefix, folder)
@@ -472,7 +500,34 @@ def benchmark_parity(options, progress=print):
             runs.append(run)
             progress("%s seed %d: held-out VOC07 mAP by epoch %s (%.0f s)" % (
                 side, seed, ", ".join("%.3f" % e.voc07 for e in run.epochs), run.seconds))
-    return ParityResult("ssd", options_json(options), runs, checks)
+    return ParityResult(options.architecture, options_json(options), runs, checks)
+
+
+def import_ssd_epoch(options, params, prefix):
+    """GluonCV's SSD of a training epoch (its parameter file) as the artifact ``prefix``."""
+    net = gluon_ssd(ssd_network(options.data_shape), embedded_classes())
+    net.load_parameters(params, ctx=mx.cpu())
+    return import_gluon(net, options.data_shape, prefix, params)
+
+
+@dataclass(frozen=True)
+class Architecture:
+    """What differs per architecture: ``start(options, folder, params)`` (GluonCV's
+    initialised network saved to ``params`` and imported: ``(net, prefix, zeros the import
+    adds)``), ``step_check(options, root, params, prefix)``, ``network(options)`` (the
+    child's network request) and ``import_epoch(options, params, prefix)``."""
+    start: object
+    step_check: object
+    network: object
+    import_epoch: object
+
+
+SIDES = {"ssd": Architecture(ssd_start, ssd_step_check,
+                             lambda options: ssd_network(options.data_shape), import_ssd_epoch),
+         "faster_rcnn": Architecture(parity_rcnn.start, parity_rcnn.step_check,
+                                     parity_rcnn.network_request, parity_rcnn.import_epoch)}
+"""Each architecture's :class:`Architecture` (the table's keys are
+:data:`zoo_bench.options.PARITY_ARCHITECTURES`)."""
 
 
 def options_json(options):

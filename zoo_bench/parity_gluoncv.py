@@ -30,7 +30,14 @@ import mxnet as mx
 import numpy as np
 from mxnet import autograd, gluon
 
-__all__ = ["gluon_ssd", "main", "train_step"]
+__all__ = ["embedded_classes", "gluon_faster_rcnn", "gluon_ssd", "main", "rcnn_train_step",
+           "train_step"]
+
+
+def embedded_classes():
+    """The classes of the embedded data both sides train on."""
+    from zoo.data import embedded
+    return list(embedded.CLASSES)
 
 
 def gluon_ssd(network, classes):
@@ -47,6 +54,44 @@ def gluon_ssd(network, classes):
                        pretrained_base=False)
 
 
+def gluon_faster_rcnn(network, classes):
+    """GluonCV's ``FasterRCNN`` of ``network`` (``get_faster_rcnn``'s keywords under
+    ``"rcnn"``, the base under ``"base"`` and where it is cut under ``"cut"``) for ``classes``,
+    uninitialised, with its blocks named as in a fresh process. The base is split as
+    ``faster_rcnn_resnet50_v1b_voc`` splits ResNet-50 (:func:`split_mobilenetv2`)."""
+    from gluoncv.model_zoo.rcnn.faster_rcnn.faster_rcnn import get_faster_rcnn
+    with mx.name.NameManager(), warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        features, top_features = split_mobilenetv2(network["cut"])
+        return get_faster_rcnn(network["base"], "", pretrained=False, features=features,
+                               top_features=top_features, classes=list(classes),
+                               **network["rcnn"])
+
+
+def split_mobilenetv2(cut):
+    """GluonCV's ``mobilenetv2_1.0`` (its default batch norm: batch statistics in training)
+    as ``(features, top_features)``: ``features`` its ``features`` children before ``cut``
+    and the expansion (1x1, batch norm, ReLU6) of the bottleneck at ``cut``, the stride-16
+    map of 576 channels the RPN and ROIAlign read; ``top_features`` the rest of that
+    bottleneck (its strided depthwise and projection, one child) and every later child up to
+    the last ReLU6, run on every ROI. The global pooling stays out: ``FasterRCNN`` pools."""
+    from gluoncv.model_zoo.mobilenet import get_mobilenet_v2
+    from mxnet.gluon import nn
+    layers = get_mobilenet_v2(1.0, pretrained=False).features
+    bottleneck = layers[cut].out
+    features, top_features = nn.HybridSequential(), nn.HybridSequential()
+    expansion, reduction = nn.HybridSequential(), nn.HybridSequential()
+    for index in range(cut):
+        features.add(layers[index])
+    for index in range(len(bottleneck)):
+        (expansion if index < 3 else reduction).add(bottleneck[index])
+    features.add(expansion)
+    top_features.add(reduction)
+    for index in range(cut + 1, len(layers) - 1):  # the last is the global pooling
+        top_features.add(layers[index])
+    return features, top_features
+
+
 def train_step(net, loss_fn, trainer, data, cls_targets, box_targets):
     """One step of GluonCV's script: the forward pass recorded, ``SSDMultiBoxLoss``,
     backward, ``trainer.step(1)``. Returns the class and box terms, each summed over the
@@ -58,6 +103,19 @@ def train_step(net, loss_fn, trainer, data, cls_targets, box_targets):
     autograd.backward(loss)
     trainer.step(1)
     return [float(cls_loss[0].sum().asscalar()), float(box_loss[0].sum().asscalar())]
+
+
+def rcnn_train_step(losses, trainer, batch, images):
+    """One step of GluonCV's ``train_faster_rcnn.py``: the forward pass recorded, its four
+    losses (``losses``, a :class:`zoo_bench.gluoncv_recipes.FasterRCNNLosses`) summed,
+    backward, ``trainer.step(images)``. Returns the RPN class and box terms and the R-CNN
+    class and box terms, each the mean over the batch's images."""
+    with autograd.record():
+        terms, _ = losses(*batch)
+        total = terms[0].sum() + terms[1].sum() + terms[2].sum() + terms[3].sum()
+    autograd.backward(total)
+    trainer.step(images)
+    return [float(term.sum().asscalar()) / images for term in terms]
 
 
 def seed_everything(seed):
@@ -142,6 +200,60 @@ def train(request, answer):
                 "images": images, "seconds": time.time() - start, "params": path})
 
 
+def _rcnn_loader(request, net):
+    """GluonCV's script's loader: ``FasterRCNNDefaultTrainTransform`` given the network (its
+    resize, flip and RPN targets in the data workers), ``FasterRCNNTrainBatchify``."""
+    from gluoncv.data.batchify import FasterRCNNTrainBatchify
+    from gluoncv.data.transforms.presets.rcnn import FasterRCNNDefaultTrainTransform
+    from zoo.data.factory import open_dataset
+    from zoo_bench.data import GluonCVImageFiles
+    network = request["network"]
+    images = GluonCVImageFiles(open_dataset("voc", request["root"], request["split"]).records)
+    transform = FasterRCNNDefaultTrainTransform(
+        network["rcnn"]["short"], network["rcnn"]["max_size"], net, ashape=net.ashape,
+        **network["rpn_targets"])
+    loader = gluon.data.DataLoader(
+        images.transform(transform), request["batch_size"], shuffle=True,
+        batchify_fn=FasterRCNNTrainBatchify(net, 1), last_batch="rollover",
+        num_workers=request["data_workers"])
+    return loader, len(images)
+
+
+def train_rcnn(request, answer):
+    """Train GluonCV's Faster R-CNN as the request says (``train_faster_rcnn.py``'s step,
+    :func:`rcnn_train_step`), writing a parameter file after every epoch."""
+    from zoo.engine.trainer import lr_scheduler
+    from zoo_bench.gluoncv_recipes import FasterRCNNLosses, on_cpu
+    seed_everything(request["seed"])
+    net = gluon_faster_rcnn(request["network"], request["classes"])
+    net.load_parameters(request["init_params"], ctx=mx.cpu())
+    loader, images = _rcnn_loader(request, net)
+    net.hybridize(static_alloc=True)
+    sgd, batch_size = request["sgd"], request["batch_size"]
+    schedule = lr_scheduler(sgd["lr"], len(loader), sgd["lr_steps"], sgd["lr_factor"],
+                            sgd["warmup_epochs"])
+    trainer = gluon.Trainer(net.collect_train_params(), "sgd", {
+        "learning_rate": sgd["lr"], "wd": sgd["wd"], "momentum": sgd["momentum"],
+        "lr_scheduler": schedule})
+    losses = FasterRCNNLosses(net)
+    for epoch in range(1, request["epochs"] + 1):
+        start, sums, batches = time.time(), np.zeros(4), 0
+        for batch in loader:
+            sums += rcnn_train_step(losses, trainer, on_cpu(batch), batch_size)
+            batches += 1
+        path = "%s-%04d.params" % (request["prefix"], epoch)
+        net.save_parameters(path)
+        rpn_cls, rpn_box, rcnn_cls, rcnn_box = sums / max(batches, 1)
+        answer({"epoch": epoch, "loss": float(sums.sum() / max(batches, 1)),
+                "cls_loss": rpn_cls + rcnn_cls, "box_loss": rpn_box + rcnn_box,
+                "batches": batches, "images": images, "seconds": time.time() - start,
+                "params": path})
+
+
+TRAINERS = {"ssd": train, "faster_rcnn": train_rcnn}
+"""The child's training loop per architecture of the request."""
+
+
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     with open(argv[0]) as f:
@@ -151,7 +263,7 @@ def main(argv=None):
 
     def answer(value):
         print(json.dumps(value), file=answers, flush=True)
-    train(request, answer)
+    TRAINERS[request.get("architecture", "ssd")](request, answer)
     return 0
 
 

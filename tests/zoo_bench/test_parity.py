@@ -111,7 +111,7 @@ def test_the_first_steps_on_one_batch_are_gluoncvs(tiny_start):
 def test_a_changed_zoo_recipe_fails_the_step_check(tiny_start, tmp_path):
     # The box term weighted 0.25 (GluonCV's lambd 1): the second step's losses differ.
     options, root, params, _ = tiny_start
-    net = parity.gluon_ssd(parity.ssd_network(256), parity._classes())
+    net = parity.gluon_ssd(parity.ssd_network(256), parity.embedded_classes())
     net.load_parameters(params)
     prefix = parity.import_gluon(net, 256, str(tmp_path / "ssd"), params, box_loss_weight=0.25)
     check = parity.step_check(options, root, params, prefix)

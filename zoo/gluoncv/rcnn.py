@@ -17,12 +17,19 @@ from symbols.fpn import level_tag
 from zoo.gluoncv.common import GluonCVImportError
 from zoo.pretrained.maps import param_map
 
-__all__ = ["check_anchors", "map_c4", "map_fpn"]
+__all__ = ["MOBILENETV2_CUT", "check_anchors", "map_c4", "map_c4_mobilenetv2", "map_fpn"]
 
 C4_TRUNK = {"conv1": "features.0", "bn1": "features.1", "layer1": "features.4",
             "layer2": "features.5", "layer3": "features.6", "layer4": "top_features.0"}
 """Where the C4 detectors keep the ResNet classifier's blocks: the trunk up to ``layer3``
 in ``features``, ``layer4`` (the box head) in ``top_features``."""
+
+MOBILENETV2_CUT = 16
+"""The child of GluonCV's ``mobilenetv2_1.0`` ``features`` (block 14, whose expansion is our
+``c4``) where a C4 detector on it splits: its expansion ends ``features``, its strided rest
+starts ``top_features`` (:func:`zoo_bench.parity_gluoncv.split_mobilenetv2`)."""
+EXPANSION_LAYERS = 3
+"""The children of a GluonCV bottleneck's ``out`` that make its expansion (1x1, BN, ReLU6)."""
 
 
 def _with_background(array, rows):
@@ -47,15 +54,40 @@ def check_anchors(gluon, name, level, model):
                list(level.ratios)))
 
 
-def map_trunk(gluon, model, blocks):
+def map_trunk(gluon, model, place):
     """Our backbone's arrays from GluonCV's, the classifier's block paths moved to where
-    the detector keeps them (``blocks``: classifier block -> detector path)."""
+    the detector keeps them (``place(path)``: the detector's path of the classifier's
+    ``path``, None for the classifier's own layers)."""
     mapped = {}
     for ours, theirs in param_map(model.backbone).items():
-        block, rest = theirs.split(".", 1)
-        if block != "fc":
-            mapped[ours] = gluon[blocks[block] + "." + rest]
+        path = place(theirs)
+        if path is not None:
+            mapped[ours] = gluon[path]
     return mapped
+
+
+def resnet_place(path):
+    """The C4 detector's path of a ResNet classifier's ``path`` (:data:`C4_TRUNK`)."""
+    block, rest = path.split(".", 1)
+    return None if block == "fc" else C4_TRUNK[block] + "." + rest
+
+
+def mobilenetv2_place(path):
+    """The C4 detector's path of a ``mobilenetv2_1.0`` classifier's ``path``
+    (``features.16.out.4.gamma``), split at :data:`MOBILENETV2_CUT`; None for its
+    ``output``."""
+    block, index, rest = (path.split(".", 2) + [""])[:3]
+    if block != "features":
+        return None
+    index = int(index)
+    if index < MOBILENETV2_CUT:
+        return path
+    if index > MOBILENETV2_CUT:
+        return "top_features.%d.%s" % (index - MOBILENETV2_CUT, rest)
+    layer, rest = rest[len("out."):].split(".", 1)
+    if int(layer) < EXPANSION_LAYERS:
+        return "features.%d.%s.%s" % (MOBILENETV2_CUT, layer, rest)
+    return "top_features.0.%d.%s" % (int(layer) - EXPANSION_LAYERS, rest)
 
 
 def map_rpn(gluon, head):
@@ -83,7 +115,17 @@ def map_c4(gluon, model):
     """``{our name: array}`` of a C4 Faster R-CNN from GluonCV's ``faster_rcnn_*`` arrays."""
     check_anchors(gluon, "rpn.anchor_generator.anchors", c4.rpn(model.spec, "test").anchors,
                   model)
-    return dict(map_trunk(gluon, model, C4_TRUNK), **map_rpn(gluon, "rpn"),
+    return dict(map_trunk(gluon, model, resnet_place), **map_rpn(gluon, "rpn"),
+                **map_predictors(gluon))
+
+
+def map_c4_mobilenetv2(gluon, model):
+    """``{our name: array}`` of a C4 Faster R-CNN on MobileNetV2
+    (``faster_rcnn_mobilenetv2_gluoncv``) from GluonCV's ``FasterRCNN`` on
+    ``mobilenetv2_1.0`` split at :data:`MOBILENETV2_CUT` (GluonCV publishes none)."""
+    check_anchors(gluon, "rpn.anchor_generator.anchors", c4.rpn(model.spec, "test").anchors,
+                  model)
+    return dict(map_trunk(gluon, model, mobilenetv2_place), **map_rpn(gluon, "rpn"),
                 **map_predictors(gluon))
 
 

@@ -9,6 +9,7 @@ below GluonCV's.
 Examples:
     zoo benchmark-parity --architecture ssd
     zoo benchmark-parity --seeds 0 --epochs 3 --tolerance 3
+    zoo benchmark-parity --architecture faster_rcnn --seeds 0 --epochs 1 --num-train 200
 """
 from zoo.flags import add_flags
 from zoo_bench.options import ParityBenchmarkOptions
