@@ -43,6 +43,13 @@ GROWTH_MB = 300
 TRACEBACK_MARKS = ("Traceback", 'File "', "line ", "\n")
 
 
+def own_environment():
+    """This process's environment without Ray's variables: a Ray started in this process
+    before (the cluster tests' ``ray.init``, their loopback setting) leaves its session's
+    settings there, and a server started with them had its HTTP proxy killed."""
+    return {name: value for name, value in os.environ.items() if not name.startswith("RAY_")}
+
+
 def free_port():
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -60,7 +67,8 @@ class Served:
         begun = time.monotonic()
         self.process = subprocess.Popen(
             [sys.executable, "-m", "zoo", "serve", checkpoint, "--port", str(self.port),
-             *flags], stdout=subprocess.PIPE, stderr=open(log, "w"), text=True, cwd=ROOT)
+             *flags], stdout=subprocess.PIPE, stderr=open(log, "w"), text=True, cwd=ROOT,
+            env=own_environment())
         threading.Thread(target=self._read, daemon=True).start()
         line = self.next_line(START_SECONDS)
         assert line.startswith("serving ") and "http://127.0.0.1:%d/" % self.port in line, (
