@@ -26,7 +26,7 @@ class CheckDataOptions:
     train_split: str = field_of(TrainOptions, "train_split")
     val_split: str = field_of(TrainOptions, "val_split")
     data_shape: Optional[int] = field_of(TrainOptions, "data_shape")
-    batch_size: int = field_of(TrainOptions, "batch_size")
+    batch_size: Optional[int] = field_of(TrainOptions, "batch_size")
     max_expand: float = field_of(TrainOptions, "max_expand")
     crop: bool = field_of(TrainOptions, "crop")
     fit_anchors: bool = field_of(TrainOptions, "fit_anchors")
