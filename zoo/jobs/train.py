@@ -370,8 +370,8 @@ def training_batch(options, model, items, num_workers=1):
     most_input = model.arch.recipe_lr[1] if on_gpu else default_batch_size(
         model.preprocessing())
     most = min(most_data, most_input)
-    reason = ("%s of the %d training images" % ("all" if most_data == 1 else
-                                                "a %dth" % MIN_STEPS, share)
+    reason = (("a %dth of the %d training images" % (MIN_STEPS, share)
+               if share >= MIN_STEPS else "one image a step of the %d training images" % share)
               if most_data < most_input else
               "the recipe's" if on_gpu else "as many as fill a megapixel of input")
     if on_gpu:
@@ -382,9 +382,9 @@ def training_batch(options, model, items, num_workers=1):
     if not batch:
         batch, mb = check_batch_fits(replace(options, batch_size=1), model, items, share,
                                      estimate, available), estimate.mb(1)
-        reason = "the smallest"
+        reason = "the smallest, over half the memory available"
     elif batch < most:
-        reason = "the most that fit half of it"
+        reason = "the most that fit half the memory available"
     return replace(options, batch_size=batch), (
         "%s: about %s of the %s available; --batch-size to choose" % (
             reason, gigabytes(mb), gigabytes(available)))
