@@ -26,7 +26,7 @@ class CheckDataOptions:
     train_split: str = field_of(TrainOptions, "train_split")
     val_split: str = field_of(TrainOptions, "val_split")
     data_shape: Optional[int] = field_of(TrainOptions, "data_shape")
-    batch_size: int = field_of(TrainOptions, "batch_size")
+    batch_size: Optional[int] = field_of(TrainOptions, "batch_size")
     max_expand: float = field_of(TrainOptions, "max_expand")
     crop: bool = field_of(TrainOptions, "crop")
     fit_anchors: bool = field_of(TrainOptions, "fit_anchors")
@@ -65,13 +65,14 @@ def check_data(options):
     # Imported here, as zoo train's job: they load MXNet, which the options do without.
     from zoo.engine.health.first_batch import draw_batch, picture_path
     from zoo.jobs.train import (build_train_model, data_census, data_split, fit_anchors,
-                                open_data, training_loader)
+                                open_data, training_batch, training_loader)
     train_options = options.train_options()
     train_set, val_set = open_data(train_options)
     health = HealthReport()
-    model, fit_line = fit_anchors(train_options,
-                                  build_train_model(train_options, train_set.class_names),
-                                  train_set, health)
+    model = build_train_model(train_options, train_set.class_names)
+    # the batches zoo train would draw: its default batch too
+    train_options, _ = training_batch(train_options, model, train_set)
+    model, fit_line = fit_anchors(train_options, model, train_set, health)
     lines = [fit_line] if fit_line else []
     lines += data_census(train_options, model, train_set, val_set, health)
     loader = training_loader(train_options, model, train_set)

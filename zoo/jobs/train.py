@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import Optional
 
 from zoo import artifact, runlock
-from zoo.engine import finetune
+from zoo.engine import finetune, memory
 from zoo.data import DetectionLoader, inference_transform, train_transform
 from zoo.data.tiles import TiledDataset, tiling
 from zoo.distributed.cluster import create_dist_kvstore, is_distributed, is_synchronous
@@ -28,7 +28,10 @@ from zoo.engine.hooks import DivergenceCheck, ProgressBar, default_hooks, last_c
 from zoo.engine.precision import resolve_dtype
 from zoo.engine.trainer import Trainer, TrainingInterrupted
 from zoo.errors import OptionsError
+from zoo.inference.runner import default_batch_size
+from zoo.process import gpu_ids
 from zoo.schema.anchors import best_possible_recall
+from zoo.schema.preprocessing import input_size
 from zoo.model import build_model
 from zoo.config.registry import network_config
 from zoo.jobs import LOG_FORMAT
@@ -36,14 +39,26 @@ from zoo.jobs.datasets import DataSplit
 from zoo.jobs.train_options import TrainOptions  # the job's options, defined without MXNet
 
 __all__ = ["LOG", "TrainOptions", "build_train_model", "data_census", "eval_command",
-           "fit_anchors", "learning_rate", "make_trainer", "open_data", "resolved",
-           "resume_prefix", "total_batch", "train", "training_loader"]
+           "fit_anchors", "last_batch", "learning_rate", "make_trainer", "open_data",
+           "resolved", "resume_prefix", "total_batch", "train", "training_batch",
+           "training_loader"]
 
 LOG = logging.getLogger("zoo.train")
 CLASSES_SHOWN = 8
 """Class names the header line lists before "...". """
 ANCHORS = "anchors"
 """The name of ``--fit-anchors``' result in the health record."""
+MEMORY_SHARE = 0.5
+"""The share of the available memory a default batch's estimate may take: the rest is the
+machine's (other processes, the page cache of the photos, the validation's detector)."""
+MEMORY_MARGIN = 0.9
+"""A given batch whose estimate exceeds this share of the available memory is refused."""
+MIN_STEPS = 4
+"""A default batch leaves at least this many steps an epoch (a quarter of the images):
+fewer would make the lr schedule and warm-up, counted in steps, a handful of updates."""
+DROP_SHARE = 0.05
+"""The share of an epoch's images a short last batch may leave out (a different few each
+epoch: the order is shuffled); with more left over, it is filled from the epoch's start."""
 
 
 @dataclass(frozen=True)
@@ -87,10 +102,12 @@ def make_trainer(options, kvstore=None):
     precision, note = resolve_dtype(options.dtype, options.ctx)
     train_set, val_set = open_data(options, rank, num_workers)
     model = build_train_model(options, train_set.class_names, train_set.category_ids)
-    lr, lr_note = learning_rate(options, model.arch, num_workers)
-    LOG.info("%s", header_line(options, model, len(train_set), precision, note, lr_note))
-    health = HealthReport()
     items = training_items(options, train_set)
+    options, batch_note = training_batch(options, model, items, num_workers)
+    lr, lr_note = learning_rate(options, model.arch, num_workers)
+    LOG.info("%s", header_line(options, model, len(train_set), precision, note, lr_note,
+                               batch_note))
+    health = HealthReport()
     model, fit_line = fit_anchors(options, model, items, health)
     if fit_line:
         LOG.info("%s", fit_line)
@@ -101,6 +118,8 @@ def make_trainer(options, kvstore=None):
     loader = training_loader(options, model, train_set, num_workers, rank)
     if options.tiles:
         LOG.info("%s", tiles_line(loader))
+    elif remainder_line(loader):
+        LOG.info("%s", remainder_line(loader))
     if kvstore is not None:
         LOG.info("%s worker rank %d of %d: %d of %d samples, %d steps per epoch, %d samples "
                  "per step in all", kvstore.type, rank, num_workers,
@@ -131,6 +150,7 @@ def make_overfit_trainer(options, kvstore=None):
     train_set = data_split(options, options.train_split).open()
     check_batch_size(options, len(train_set), 1)
     model = build_train_model(options, train_set.class_names, train_set.category_ids)
+    options, _ = training_batch(options, model, train_set)
     lr, lr_note = learning_rate(options, model.arch)
     LOG.info("overfit-batch: up to %d steps of %s on the first %d images of %s, without "
              "augmentation or weight decay, %s, %s", options.overfit_batch, model.name,
@@ -257,21 +277,29 @@ def check_resumed_fit(options, model_name):
     """Refuse, in one line, to resume a checkpoint trained with ``--fit-anchors`` without
     it, or the other way round: its heads learnt their offsets from other anchors. (The fit
     is deterministic: on the same training data it gives the checkpoint's anchors again.)"""
-    prefix = resume_prefix(options, model_name)
-    epoch = artifact.latest_epoch(prefix) if prefix else None
-    if epoch is None:
+    prefix, epoch, run = resumed_run(options, model_name)
+    if run is None:
         return
-    try:
-        meta = artifact.read_meta(prefix, epoch)
-    except artifact.ArtifactError:
-        return  # the resume itself says what is wrong with it, in its own words
-    run = (meta.get("training") or {}).get("run") or {}
     fitted = bool(run.get("fit_anchors"))
     if fitted != options.fit_anchors:
         raise OptionsError("%s-%04d was trained %s --fit-anchors: resume it %s" % (
             prefix, epoch, "with" if fitted else "without",
             "with --fit-anchors (the same training data gives the same anchors)" if fitted
             else "without --fit-anchors"))
+
+
+def resumed_run(options, model_name):
+    """``(prefix, epoch, run record)`` of the checkpoint the options resume, the record None
+    when there is none to read (the resume itself says what is wrong with it)."""
+    prefix = resume_prefix(options, model_name)
+    epoch = artifact.latest_epoch(prefix) if prefix else None
+    if epoch is None:
+        return prefix, epoch, None
+    try:
+        meta = artifact.read_meta(prefix, epoch)
+    except artifact.ArtifactError:
+        return prefix, epoch, None
+    return prefix, epoch, (meta.get("training") or {}).get("run") or {}
 
 
 def training_loader(options, model, train_set, num_workers=1, rank=0):
@@ -281,12 +309,109 @@ def training_loader(options, model, train_set, num_workers=1, rank=0):
     filled up rather than dropped: every photo is seen every epoch."""
     transform = train_transform(model.preprocessing(), options.max_expand, options.crop)
     items = training_items(options, train_set)
-    max_objects = max(1, max(len(r.class_ids) for r in items.records))
     return DetectionLoader(items, options.batch_size, transform, shuffle=True,
                            seed=options.seed, num_workers=options.data_threads,
-                           max_objects=max_objects, num_shards=num_workers, shard_index=rank,
-                           skip_bad=options.skip_bad, max_skipped=options.max_skipped,
-                           last_batch="pad" if options.tiles else "discard")
+                           max_objects=max_objects(items), num_shards=num_workers,
+                           shard_index=rank, skip_bad=options.skip_bad,
+                           max_skipped=options.max_skipped,
+                           last_batch=last_batch(options, len(items) // num_workers))
+
+
+def max_objects(items):
+    """The rows of a batch's label: the most boxes an image (or tile) of ``items`` has."""
+    return max(1, max(len(r.class_ids) for r in items.records))
+
+
+def last_batch(options, share):
+    """How the loader ends an epoch of ``share`` items (this worker's): it drops a short last
+    batch (:data:`DROP_SHARE` of the items at most), else fills it from the epoch's start,
+    as on tiles, whose windows vary by epoch: every item is then seen every epoch."""
+    if options.tiles or share % options.batch_size > DROP_SHARE * share:
+        return "pad"
+    return "discard"
+
+
+def remainder_line(loader):
+    """What the end of each epoch leaves out or repeats, in one line; None when the batch
+    divides the items."""
+    share = len(loader.sample_order(loader.next_epoch))
+    rest = share % loader.batch_size
+    if not rest:
+        return None
+    if loader.last_batch == "pad":
+        return ("each epoch's last batch: its %d images and %d from the epoch's start, so "
+                "that all %d images are seen each epoch at batch %d" % (
+                    rest, loader.batch_size - rest, share, loader.batch_size))
+    return ("each epoch leaves out its last %d of %d images (the remainder of batch %d, "
+            "other ones each epoch: the order is shuffled)" % (rest, share, loader.batch_size))
+
+
+def training_batch(options, model, items, num_workers=1):
+    """``(options, note)``: the options with the run's batch and, for its first line, why
+    it is that one (None for a given one). Without ``--batch-size``: the largest batch
+    whose estimated memory (:class:`zoo.engine.memory.TrainingMemory`) fits
+    :data:`MEMORY_SHARE` of the available memory, at most the :data:`MIN_STEPS` th of this
+    worker's share of ``items`` and, on a CPU, what fills a megapixel of input (the
+    detection's default, :func:`zoo.inference.runner.default_batch_size`: a larger batch is
+    no faster an image there), on GPUs the recipe's batch. A given batch whose estimate
+    exceeds :data:`MEMORY_MARGIN` of it is refused in one line, naming the largest that
+    fits. On GPUs nothing is estimated (the estimate is of the host's memory)."""
+    share = len(items) // num_workers
+    on_gpu = bool(gpu_ids(options.ctx))
+    _, _, run = resumed_run(options, model.name)
+    if options.batch_size is None and (run or {}).get("batch_size"):
+        # a resume goes on as the run began: the same batches, whatever memory is free now
+        return replace(options, batch_size=run["batch_size"]), "the resumed run's"
+    if options.batch_size is not None:
+        if not on_gpu and not options.memory_saving:
+            check_batch_fits(options, model, items, share)
+        return options, None
+    most_data = max(1, share // MIN_STEPS)
+    most_input = model.arch.recipe_lr[1] if on_gpu else default_batch_size(
+        model.preprocessing())
+    most = min(most_data, most_input)
+    reason = (("a %dth of the %d training images" % (MIN_STEPS, share)
+               if share >= MIN_STEPS else "one image a step of the %d training images" % share)
+              if most_data < most_input else
+              "the recipe's" if on_gpu else "as many as fill a megapixel of input")
+    if on_gpu:
+        return replace(options, batch_size=most), "%s; --batch-size to choose" % reason
+    available = memory.available_memory_mb()
+    estimate = memory.TrainingMemory(model, max_objects(items))
+    batch, mb = estimate.largest_batch(MEMORY_SHARE * available, most)
+    if not batch:
+        batch, mb = check_batch_fits(replace(options, batch_size=1), model, items, share,
+                                     estimate, available), estimate.mb(1)
+        reason = "the smallest, over half the memory available"
+    elif batch < most:
+        reason = "the most that fit half the memory available"
+    return replace(options, batch_size=batch), (
+        "%s: about %s of the %s available; --batch-size to choose" % (
+            reason, gigabytes(mb), gigabytes(available)))
+
+
+def check_batch_fits(options, model, items, share, estimate=None, available=None):
+    """Refuse, in one line and before anything is bound, a batch whose estimated memory
+    exceeds :data:`MEMORY_MARGIN` of the available memory; returns the batch."""
+    estimate = estimate or memory.TrainingMemory(model, max_objects(items))
+    available = memory.available_memory_mb() if available is None else available
+    needed = estimate.mb(options.batch_size)
+    if needed <= MEMORY_MARGIN * available:
+        return options.batch_size
+    fits, _ = estimate.largest_batch(MEMORY_MARGIN * available,
+                                     min(options.batch_size - 1, max(1, share)))
+    raise OptionsError(
+        "batch %d of %s at %s needs about %s to train (estimated), over %d%% of the %s "
+        "available: %s" % (
+            options.batch_size, model.name, input_size(model.preprocessing()),
+            gigabytes(needed), round(100 * MEMORY_MARGIN), gigabytes(available),
+            "the largest that fits is %d (--batch-size %d), or --memory-saving" % (fits, fits)
+            if fits else "not even batch 1 fits; try --memory-saving or a smaller "
+                         "--data-shape"))
+
+
+def gigabytes(mb):
+    return "%.1f GB" % (mb / 1024)
 
 
 def training_items(options, train_set):
@@ -327,17 +452,19 @@ def data_split(options, split):
                      options.data_threads, options.annotations, options.image_dir)
 
 
-def header_line(options, model, images, precision="fp32", note=None, lr_note=None):
-    """What a run trains, on what, at which lr (``lr_note``, from :func:`learning_rate`), in
-    which precision (and, for ``--dtype auto``, why: ``note``) and where its artifact goes,
-    in one line."""
+def header_line(options, model, images, precision="fp32", note=None, lr_note=None,
+                batch_note=None):
+    """What a run trains, on what, at which batch (and why: ``batch_note``, from
+    :func:`training_batch`) and lr (``lr_note``, from :func:`learning_rate`), in which
+    precision (and, for ``--dtype auto``, why: ``note``) and where its artifact goes, in
+    one line."""
     names = model.config["class_names"]
     shown = ", ".join(names[:CLASSES_SHOWN]) + (", ..." if len(names) > CLASSES_SHOWN else "")
-    return ("training %s: %d images of %s, %d classes (%s), %s parameters, batch %d, %s"
+    return ("training %s: %d images of %s, %d classes (%s), %s parameters, batch %d%s, %s"
             "%d epochs, %s, output %s" % (
                 model.name, images, data_split(options, options.train_split), len(names),
                 shown, "{:,}".format(model.num_params()), options.batch_size,
-                lr_note + ", " if lr_note else "", options.epochs,
+                " (%s)" % batch_note if batch_note else "", lr_note + ", " if lr_note else "", options.epochs,
                 precision_words(precision, note), os.path.join(options.output_dir, model.name)))
 
 
@@ -399,10 +526,10 @@ def check_split_paths(options):
 
 
 def check_batch_size(options, samples, num_workers):
-    """Refuse a batch larger than this worker's share of the data: the loader drops a
-    short last batch, so there would be no step at all."""
+    """Refuse a given batch larger than this worker's share of the data: there would be no
+    full batch to train on (a default one never is)."""
     share = samples // num_workers
-    if options.batch_size > share:
+    if options.batch_size is not None and options.batch_size > share:
         raise OptionsError("batch_size %d is larger than the %d training images of %s:%s/%s%s:"
                            " no full batch to train on; lower --batch-size" % (
                                options.batch_size, share, options.dataset, options.data_root,
@@ -423,7 +550,10 @@ def check_options(options):
     the lr schedule, ...), and tiles :class:`zoo.data.tiles.Tiling` would, before the
     run touches anything."""
     # Any positive lr checks the schedule: the run's own depends on the model (learning_rate).
-    run = resolved(options, options.lr or 1.0, resolve_dtype(options.dtype, options.ctx)[0])
+    # Any batch too: the run's own depends on the model and the machine (training_batch).
+    run = replace(resolved(options, options.lr or 1.0,
+                           resolve_dtype(options.dtype, options.ctx)[0]),
+                  batch_size=options.batch_size or 1)
     run.check_trainer()
     run.check_optimizer()
     tiling(options.tiles, options.tile_overlap)

@@ -30,8 +30,9 @@ __all__ = ["KV_STORES", "TrainOptions"]
 @dataclass(frozen=True)
 class TrainOptions(TrainerOptions, OptimizerOptions):
     """A training run: the loop's options (:class:`~zoo.engine.options.TrainerOptions`:
-    ``epochs``, ``batch_size``, ``ctx``, ``kv_store``, ``freeze``, ``memory_saving``,
-    ``seed``, ``freeze_bn``, ``dtype``, which may be ``auto`` here), the optimizer's
+    ``epochs``, ``ctx``, ``kv_store``, ``freeze``, ``memory_saving``,
+    ``seed``, ``freeze_bn``, ``dtype``, which may be ``auto`` here, and ``batch_size``,
+    which may be None here: chosen for the machine and the data), the optimizer's
     (:class:`~zoo.engine.options.OptimizerOptions`: ``optimizer``, ``lr``, ``momentum``,
     ``wd``, ``clip_gradient``, ``lr_steps``, ``lr_factor``, ``warmup_epochs``), and the data
     and the job's own below. Checked when the run starts (:func:`zoo.jobs.train.train`), once
@@ -44,6 +45,11 @@ class TrainOptions(TrainerOptions, OptimizerOptions):
     train_split: str = flag("train", "split to train on")
     val_split: str = flag("val", "split to validate on ('' for none)")
     data_shape: Optional[int] = data_shape_flag()  # None: the config's
+    batch_size: Optional[int] = flag(    # None: zoo.jobs.train.training_batch's
+        None, "images per step (default: the most whose estimated memory fits half of what "
+              "the machine has available, at most a megapixel of input on a CPU (the recipe's "
+              "batch on GPUs) and a quarter of the training images; the first line says "
+              "which and why); a batch estimated not to fit is refused", type=positive_int)
     lr: Optional[float] = flag(          # None: the recipe's (zoo.jobs.train.learning_rate)
         None, "learning rate of a step, kept whatever the batch (default: the architecture's "
               "recipe lr scaled linearly to the total batch, --batch-size x dist_sync "
