@@ -49,7 +49,8 @@ COMMAND_OPTIONS = {
     "serve": ServeOptions, "benchmark-serve": bench.ServeBenchmarkOptions,
     "benchmark-tiles": bench.TilesBenchmarkOptions,
     "benchmark-photos": bench.PhotosBenchmarkOptions,
-    "benchmark-parity": bench.ParityBenchmarkOptions, "launch": LaunchOptions,
+    "benchmark-parity": bench.ParityBenchmarkOptions,
+    "benchmark-small-objects": bench.SmallObjectsBenchmarkOptions, "launch": LaunchOptions,
     "plot-log": PlotLogOptions, "quickstart": QuickstartOptions}
 """The options class each command's run builds from its flags (None: a command of
 positional words only)."""
