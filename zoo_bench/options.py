@@ -607,12 +607,12 @@ class SmallObjectsBenchmarkOptions:
     test_width: int = flag(4000, "test photo width", type=positive_int)
     test_height: int = flag(3000, "test photo height", type=positive_int)
     network: str = network_flag("ssd_mobilenetv2_stride8")
-    data_shape: int = flag(256, "input side the network trains at", type=positive_int)
+    data_shape: int = flag(192, "input side the network trains at", type=positive_int)
     tiles: int = flag(320, "tile side the recipe trains and detects in", type=positive_int)
     epochs: int = flag(12, "epochs of the recipe's training", type=positive_int)
     baseline_epochs: int = flag(6, "epochs of the training on whole photos with the config's "
                                    "anchors (0: not run)", type=nonnegative_int)
-    batch_size: int = batch_size_flag(16)
+    batch_size: int = batch_size_flag(8)
     lr: Optional[float] = flag(None, "learning rate (default: the network's)",
                                type=positive_float)
     seed: int = flag(0, "of the generated photos and of training", type=int)
