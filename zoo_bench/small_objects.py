@@ -22,7 +22,7 @@ same network trained on whole photos with the config's anchors. One table.
 """
 import json
 import os
-import re
+import shlex
 import subprocess
 import sys
 import time
@@ -299,20 +299,28 @@ def train_flags(options, variant):
     return flags
 
 
-def run_zoo(argv, log):
-    """``zoo ARGV`` in a fresh process: ``(its output, wall seconds)``; a failure is one
-    line naming the command."""
+def run_zoo(argv, log, output):
+    """``zoo ARGV`` in a fresh process, its output kept in the file ``output``: ``(that
+    output, wall seconds)``; a failure is one line naming the command and the file."""
     argv = [str(value) for value in argv]
-    log("$ zoo " + " ".join(argv))
+    log("$ zoo " + shlex.join(argv))
     start = time.perf_counter()
     done = subprocess.run([sys.executable, "-m", "zoo", *argv],
                           env=child_environment(), capture_output=True, text=True)
     seconds = time.perf_counter() - start
     text = done.stdout + done.stderr
+    os.makedirs(os.path.dirname(output), exist_ok=True)
+    with open(output, "w", encoding="utf-8") as stream:
+        stream.write(text)
     if done.returncode != 0:
         lines = text.strip().splitlines() or ["exit %d" % done.returncode]
-        raise OptionsError("zoo %s failed: %s" % (argv[0], lines[-1]))
+        raise OptionsError("zoo %s failed (its output: %s): %s" % (argv[0], output, lines[-1]))
     return text, seconds
+
+
+def logs(options, variant, step):
+    """The file keeping the output of one command of the benchmark."""
+    return os.path.join(options.work_dir, "logs", "%s-%s.log" % (variant, step))
 
 
 def run_variant(options, variant, log):
@@ -322,15 +330,16 @@ def run_variant(options, variant, log):
     prefix = os.path.join(folder, options.network)
     _, train_s = run_zoo(["train", *train_flags(options, variant), "--epochs", epochs,
                           "--val-interval", epochs, "--output-dir", folder,
-                          "--no-progress"], log)
+                          "--no-progress"], log, logs(options, variant, "train"))
     scores = os.path.join(options.work_dir, "scores", variant + "-val.json")
     run_zoo(["eval", "--checkpoint", prefix, *data_flags(options), "--split", "val",
-             "--output", scores, "--no-progress"], log)
+             "--output", scores, "--no-progress"], log, logs(options, variant, "eval"))
     with open(scores, encoding="utf-8") as stream:
         held_out = json.load(stream)
     found = os.path.join(options.work_dir, "detect", variant)
     run_zoo(["detect", "--checkpoint", prefix, os.path.join(options.work_dir, "test"),
-             "--output", found, "--crops", "--exist-ok", "--no-progress"], log)
+             "--output", found, "--crops", "--exist-ok", "--no-progress"], log,
+            logs(options, variant, "detect"))
     results = os.path.join(found, "results.json")
     with open(results, encoding="utf-8") as stream:
         crops = sum(len(entry["detections"]) for entry in json.load(stream)["images"])
@@ -347,7 +356,8 @@ def census_lines(options, log):
     text, _ = run_zoo(["check-data", "--network", options.network, *data_flags(options),
                        "--data-shape", options.data_shape, "--batch-size",
                        options.batch_size, "--max-expand", "1",
-                       "--output-dir", os.path.join(options.work_dir, "check-data")], log)
+                       "--output-dir", os.path.join(options.work_dir, "check-data")], log,
+                      logs(options, "data", "check"))
     return [line for line in text.splitlines() if "census:" in line and "boxes at" in line
             or "warning: census" in line]
 

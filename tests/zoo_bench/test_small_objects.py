@@ -151,6 +151,8 @@ def test_the_benchmark_runs_the_recipe_and_both_baselines_into_one_table(tmp_pat
             found = json.load(stream)
         assert len(found["images"]) == 2
         assert sum(len(entry["detections"]) for entry in found["images"]) == int(row[9])
+    # each command's output kept
+    assert "epoch 1" in (tmp_path / "logs" / "recipe-train.log").read_text()
     tiled = json.load(open(tmp_path / "scores" / "recipe-val.json"))
     assert tiled["tiles"]["size"] == 160, tiled
     assert json.load(open(tmp_path / "scores" / "whole-val.json"))["tiles"] is None
