@@ -31,7 +31,7 @@ __all__ = ["BUSY_CORES", "BenchmarkOptions", "COMPARISONS", "CONFIGURATIONS",
            "PHOTO_ISAS", "PHOTO_SUBJECTS", "PhotosBenchmarkOptions", "image_size",
            "DetectorBenchmarkOptions", "GLUONCV_RECIPES", "MemoryBenchmarkOptions",
            "PARITY_ARCHITECTURES", "ParityBenchmarkOptions", "ServeBenchmarkOptions",
-           "TilesBenchmarkOptions", "TrainBenchmarkOptions"]
+           "SmallObjectsBenchmarkOptions", "TilesBenchmarkOptions", "TrainBenchmarkOptions"]
 
 DTYPES = ("fp32", "int8", "bf16")
 COMPARISONS = ("gluoncv", "onnxruntime", "openvino", "all")
@@ -584,6 +584,52 @@ class TilesBenchmarkOptions:
         if not 0.0 < low <= high < 1.0:
             raise OptionsError("object_sides must be two shares of the photo's side, 0 < "
                                "least <= most < 1, got %s" % (self.object_sides,))
+
+
+@dataclass(frozen=True)
+class SmallObjectsBenchmarkOptions:
+    """What ``zoo benchmark-small-objects`` runs (:mod:`zoo_bench.small_objects`): bird
+    photos generated into ``work_dir`` (``train_images`` and ``val_images`` of ``width`` x
+    ``height``, ``test_images`` of ``test_width`` x ``test_height``), then the recipe of
+    docs/training.md: ``network`` trained at ``data_shape`` on ``tiles``-pixel tiles with
+    fitted anchors for ``epochs`` (``batch_size``, ``lr``), scored on the held-out whole
+    photos and on the test photos; beside it the same network on whole photos with its
+    config's anchors for ``baseline_epochs`` (0: not run). ``generate_only``: make the
+    photos, print their paths, train nothing."""
+    work_dir: str = flag(os.path.join("output", "benchmark_small_objects"),
+                         "where the photos are generated (kept for the next run) and the "
+                         "models trained")
+    train_images: int = flag(60, "training photos", type=positive_int)
+    val_images: int = flag(20, "held-out photos", type=positive_int)
+    test_images: int = flag(6, "large test photos zoo detect --crops runs on",
+                            type=positive_int)
+    width: int = flag(1600, "training and held-out photo width", type=positive_int)
+    height: int = flag(1200, "training and held-out photo height", type=positive_int)
+    test_width: int = flag(4000, "test photo width", type=positive_int)
+    test_height: int = flag(3000, "test photo height", type=positive_int)
+    network: str = network_flag("ssd_mobilenetv2_stride8")
+    data_shape: int = flag(192, "input side the network trains at", type=positive_int)
+    tiles: int = flag(320, "tile side the recipe trains and detects in", type=positive_int)
+    epochs: int = flag(12, "epochs of the recipe's training", type=positive_int)
+    baseline_epochs: int = flag(6, "epochs of the training on whole photos with the config's "
+                                   "anchors (0: not run)", type=nonnegative_int)
+    batch_size: int = batch_size_flag(8)
+    lr: Optional[float] = flag(None, "learning rate (default: the network's)",
+                               type=positive_float)
+    seed: int = flag(0, "of the generated photos and of training", type=int)
+    generate_only: bool = flag(False, "make the photos and their COCO files, print their "
+                                      "paths, train nothing")
+    progress: bool = progress_flag()
+
+    @classmethod
+    def from_flags(cls, args, **values):
+        """The options of ``zoo benchmark-small-objects``'s parsed flags, those of ``values``
+        given."""
+        return options_from(cls, args, **values)
+
+    def __post_init__(self):
+        if unknown_network(self.network):
+            raise OptionsError(unknown_network(self.network))
 
 
 PHOTO_SUBJECTS = ("zoo-fp32", "zoo-int8", "gluoncv", "onnx", "openvino")

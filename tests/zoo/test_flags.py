@@ -50,7 +50,8 @@ COMMAND_OPTIONS = {
     "benchmark-tiles": bench.TilesBenchmarkOptions,
     "benchmark-photos": bench.PhotosBenchmarkOptions,
     "benchmark-cluster": bench.ClusterBenchmarkOptions,
-    "benchmark-parity": bench.ParityBenchmarkOptions, "launch": LaunchOptions,
+    "benchmark-parity": bench.ParityBenchmarkOptions,
+    "benchmark-small-objects": bench.SmallObjectsBenchmarkOptions, "launch": LaunchOptions,
     "plot-log": PlotLogOptions, "quickstart": QuickstartOptions}
 """The options class each command's run builds from its flags (None: a command of
 positional words only)."""
