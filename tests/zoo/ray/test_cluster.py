@@ -16,6 +16,8 @@ import cv2
 import numpy as np
 import pytest
 
+import zoo.ray
+
 from zoo.cli import main
 from zoo.errors import DataError
 from zoo.jobs.detect import DetectOptions, detect
@@ -246,7 +248,8 @@ def test_a_deployed_file_runs_on_workers_without_mxnet(prefix, photos, tmp_path,
                                                        kind):
     """The workers of a Ray started here cannot import MXNet (a sitecustomize on their path
     forbids it), and detect as ``zoo detect`` does with the same exported ONNX file (on ONNX
-    Runtime) or OpenVINO IR; through the Python API (``DetectOptions(ray=...)``)."""
+    Runtime) or OpenVINO IR; through the Python API (``zoo.ray.detect``, then the job's
+    ``DetectOptions(ray=...)``)."""
     pytest.importorskip("onnxruntime" if kind == ".onnx" else "openvino")
     from zoo import artifact
     from zoo.onnx.export import export_artifact
@@ -261,8 +264,7 @@ def test_a_deployed_file_runs_on_workers_without_mxnet(prefix, photos, tmp_path,
     hook.mkdir()
     (hook / "sitecustomize.py").write_text(FORBID_MXNET)
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(hook), ROOT]))
-    summary = detect(DetectOptions(checkpoint=deployed, inputs=(str(photos),), output=there,
-                                   threshold=THRESHOLD, ray="local"))
+    summary = zoo.ray.detect(str(photos), deployed, output=there, threshold=THRESHOLD)
     assert (summary.images, summary.skipped) == (PHOTOS, 1)
     assert_same_records(results(there)["images"], results(here)["images"])
     if kind == ".onnx":  # the artifact needs MXNet there: its error is one line
