@@ -99,7 +99,8 @@ def test_help_shows_true_defaults(capsys):
     with pytest.raises(SystemExit):
         main(["train", "--help"])
     text = " ".join(capsys.readouterr().out.split())
-    assert "images per batch (default: 16)" in text
+    # the batch is chosen at run time: its help says how, not a number or None
+    assert "images per step (default: the most whose estimated memory fits" in text
     assert "(default: 3)" in text and "(default: None)" not in text
     assert "--train-set" not in text  # the old name still parses, unlisted
 
