@@ -65,7 +65,7 @@ def check_data(options):
     # Imported here, as zoo train's job: they load MXNet, which the options do without.
     from zoo.engine.health.first_batch import draw_batch, picture_path
     from zoo.jobs.train import (build_train_model, data_census, data_split, fit_anchors,
-                                open_data, training_batch, training_loader)
+                                open_data, training_batch, training_items, training_loader)
     train_options = options.train_options()
     train_set, val_set = open_data(train_options)
     health = HealthReport()
@@ -75,7 +75,7 @@ def check_data(options):
     model, fit_line = fit_anchors(train_options, model, train_set, health)
     lines = [fit_line] if fit_line else []
     lines += data_census(train_options, model, train_set, val_set, health)
-    loader = training_loader(train_options, model, train_set)
+    loader = training_loader(train_options, model, training_items(train_options, train_set))
     name = str(data_split(train_options, options.train_split))
     pictures = []
     for index, batch in zip(range(options.batches), loader.epoch(0)):

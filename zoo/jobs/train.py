@@ -115,7 +115,8 @@ def make_trainer(options, kvstore=None):
         LOG.info("first batch, as the network gets it: %s", picture_path(options.output_dir))
         for line in data_census(options, model, train_set, val_set, health, items):
             LOG.info("%s", line)
-    loader = training_loader(options, model, train_set, num_workers, rank)
+    # the items the census and the fitted anchors measured: the tiles are cut once
+    loader = training_loader(options, model, items, num_workers, rank)
     if options.tiles:
         LOG.info("%s", tiles_line(loader))
     elif remainder_line(loader):
@@ -302,13 +303,12 @@ def resumed_run(options, model_name):
     return prefix, epoch, (meta.get("training") or {}).get("run") or {}
 
 
-def training_loader(options, model, train_set, num_workers=1, rank=0):
-    """The loader of this worker's shard of ``train_set`` through ``model``'s augmentation,
-    batches in the order the run's seed gives. With ``tiles`` it loads the photos' tiles
-    (:class:`zoo.data.tiles.TiledDataset`, its ``dataset``), the last batch of an epoch
-    filled up rather than dropped: every photo is seen every epoch."""
+def training_loader(options, model, items, num_workers=1, rank=0):
+    """The loader of this worker's shard of ``items`` (:func:`training_items`: the photos,
+    or with ``tiles`` their windows, a :class:`zoo.data.tiles.TiledDataset`, whose last batch
+    of an epoch is filled up rather than dropped: every photo is seen every epoch) through
+    ``model``'s augmentation, batches in the order the run's seed gives."""
     transform = train_transform(model.preprocessing(), options.max_expand, options.crop)
-    items = training_items(options, train_set)
     return DetectionLoader(items, options.batch_size, transform, shuffle=True,
                            seed=options.seed, num_workers=options.data_threads,
                            max_objects=max_objects(items), num_shards=num_workers,
@@ -464,7 +464,8 @@ def header_line(options, model, images, precision="fp32", note=None, lr_note=Non
             "%d epochs, %s, output %s" % (
                 model.name, images, data_split(options, options.train_split), len(names),
                 shown, "{:,}".format(model.num_params()), options.batch_size,
-                " (%s)" % batch_note if batch_note else "", lr_note + ", " if lr_note else "", options.epochs,
+                " (%s)" % batch_note if batch_note else "", lr_note + ", " if lr_note else "",
+                options.epochs,
                 precision_words(precision, note), os.path.join(options.output_dir, model.name)))
 
 

@@ -14,7 +14,7 @@ import pytest
 
 from zoo.data import COCODataset
 from zoo.data.tiles import DEFAULT_EMPTY_TILES, MIN_KEPT, TiledDataset, Tiling, windows
-from zoo.jobs.train import build_train_model, training_loader
+from zoo.jobs.train import build_train_model, training_items, training_loader
 from zoo.jobs.train_options import TrainOptions
 
 BIRD_ID = 16
@@ -140,7 +140,7 @@ def test_every_photo_is_seen_every_epoch_with_the_stated_share_of_empty_tiles(bi
     options = TrainOptions(network="ssd_mobilenetv2_stride8", data_shape=192, batch_size=4,
                            tiles=TILE, data_threads=1, max_expand=1.0)
     model = build_train_model(options, dataset.class_names)
-    loader = training_loader(options, model, dataset)
+    loader = training_loader(options, model, training_items(options, dataset))
     tiled = loader.dataset
     assert isinstance(tiled, TiledDataset)
     # Windows are the whole photo and its tiles, as zoo detect --tiles runs them.
