@@ -15,7 +15,8 @@ corners normalised to the valid image, best first, class -1 for an empty row.
 
 Metadata (``model.metadata_props``): ``zoo.format`` (:data:`FORMAT`), ``zoo.network``,
 ``zoo.class_names`` (JSON) and ``zoo.num_classes``, ``zoo.category_ids`` (JSON, a model
-trained on a COCO file only), ``zoo.preprocessing`` (JSON), ``zoo.graph_preprocessing``.
+trained on a COCO file only), ``zoo.preprocessing`` (JSON), ``zoo.graph_preprocessing``,
+``zoo.tiles`` (JSON, a model trained on tiles only: detection runs the file in them).
 """
 import json
 import logging
@@ -37,10 +38,10 @@ __all__ = ["export_artifact", "export_model"]
 
 
 def export_model(model, arg_params, aux_params, path, *, class_names=None, preprocessing=None,
-                 graph_preprocessing="none"):
+                 graph_preprocessing="none", tiles=None):
     """Write ``model`` with its parameters to the ONNX file ``path`` (atomically, its folder
-    made if need be); returns
-    ``path``. ``class_names`` and ``preprocessing`` default to the model's.
+    made if need be); returns ``path``. ``class_names`` and ``preprocessing`` default to the
+    model's; ``tiles``: the record of the tiles it was trained on (an artifact's), if any.
 
     Example:
         >>> import zoo
@@ -62,7 +63,7 @@ def export_model(model, arg_params, aux_params, path, *, class_names=None, prepr
     if graph_preprocessing == "normalize":
         graph = _with_normalization(graph, preprocessing)
     _describe(graph, model.name, class_names, model.config.get("category_ids"), preprocessing,
-              graph_preprocessing)
+              graph_preprocessing, tiles)
     onnx.checker.check_model(graph)
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     atomic_write(path, lambda temporary: onnx.save(graph, temporary))
@@ -76,7 +77,7 @@ def export_artifact(artifact, path, graph_preprocessing="none"):
         raise ArtifactError(refusal)
     return export_model(artifact.model, artifact.arg_params, artifact.aux_params, path,
                         class_names=artifact.class_names, preprocessing=artifact.preprocessing,
-                        graph_preprocessing=graph_preprocessing)
+                        graph_preprocessing=graph_preprocessing, tiles=artifact.tiles)
 
 
 def _input_order(symbol, params):
@@ -90,6 +91,7 @@ def _converted(model, params):
     symbol = model.symbol()
     used = set(symbol.list_arguments()) | set(symbol.list_auxiliary_states())
     params = {name: value for name, value in params.items() if name in used}
+    params.update(_fixed_gammas(symbol, params))
     shapes = model.input_shapes(1)
     names = _input_order(symbol, params)
     fixed_side = "im_info" not in shapes  # SSD's anchors are constants of one input size
@@ -106,6 +108,21 @@ def _converted(model, params):
         finally:
             logging.getLogger().setLevel(quiet)
         return onnx.load(path)
+
+
+def _fixed_gammas(symbol, params):
+    """``{name: ones}`` for the scale of every ``BatchNorm`` with ``fix_gamma`` (MXNet's
+    default): MXNet runs those at a scale of 1 whatever the parameter holds, while its
+    exporter writes the parameter, so a stored scale other than 1 detected otherwise."""
+    nodes = json.loads(symbol.tojson())["nodes"]
+    fixed = {}
+    for node in nodes:
+        if node["op"] == "BatchNorm" and node.get("attrs", {}).get(
+                "fix_gamma", "True").lower() in ("true", "1"):
+            name = nodes[node["inputs"][1][0]]["name"]
+            if name in params:
+                fixed[name] = mx.nd.ones_like(params[name])
+    return fixed
 
 
 def _named_output(model):
@@ -153,12 +170,15 @@ def _with_normalization(model, preprocessing):
     return model
 
 
-def _describe(model, network, class_names, category_ids, preprocessing, graph_preprocessing):
+def _describe(model, network, class_names, category_ids, preprocessing, graph_preprocessing,
+              tiles):
     ids = [] if category_ids is None else [("zoo.category_ids", json.dumps(category_ids))]
+    # A file records the tiles as the artifact does, so that detect runs it as it was trained.
+    tiled = [] if not tiles else [("zoo.tiles", json.dumps(tiles))]
     for key, value in [("zoo.format", FORMAT), ("zoo.network", network),
                        ("zoo.class_names", json.dumps(list(class_names))),
                        ("zoo.num_classes", str(len(class_names)))] + ids + [
                        ("zoo.preprocessing", json.dumps(preprocessing)),
-                       ("zoo.graph_preprocessing", graph_preprocessing)]:
+                       ("zoo.graph_preprocessing", graph_preprocessing)] + tiled:
         entry = model.metadata_props.add()
         entry.key, entry.value = key, value

@@ -27,7 +27,8 @@ from zoo.errors import MissingPackage
 from zoo.inference.runner import BatchDetector
 from zoo.onnx import GRAPH_PREPROCESSING, OUTPUT
 from zoo.onnx.runtime import (IMAGE_INPUTS, OnnxModelError, category_ids, check_format,
-                              check_graph, graph_inputs, metadata_json, metadata_value)
+                              check_graph, file_tiles, graph_inputs, metadata_json,
+                              metadata_value)
 
 __all__ = ["OpenVinoDetector", "SUFFIX", "WEIGHTS_SUFFIX", "compile_config", "layer_precisions",
            "load_openvino_detector", "recorded_weights_sha256", "shared_core", "write_ir"]
@@ -40,7 +41,7 @@ PENDING_SHA256 = "zoo-weights-sha256-pending"
 """What :func:`write_ir` records until the ``.bin`` it hashes is written."""
 INSTALL = "pip install -r requirements/openvino.txt in the zoo's checkout (no MXNet needed)"
 METADATA_KEYS = ("zoo.format", "zoo.network", "zoo.class_names", "zoo.category_ids",
-                 "zoo.preprocessing", "zoo.graph_preprocessing", "zoo.precision")
+                 "zoo.preprocessing", "zoo.graph_preprocessing", "zoo.precision", "zoo.tiles")
 Port = namedtuple("Port", "name shape type")
 ONNX_TYPES = {"f32": "tensor(float)", "f16": "tensor(float16)", "i64": "tensor(int64)",
               "i32": "tensor(int32)", "u8": "tensor(uint8)"}
@@ -65,7 +66,8 @@ class OpenVinoDetector(BatchDetector):
     takes them.
     Layers not quantized run in fp32 (not the bf16 OpenVINO would pick on CPUs with bf16
     units). ``network``, ``class_names``, ``category_ids``, ``preprocessing``,
-    ``graph_preprocessing`` and ``precision`` are the file's metadata. One call at a time.
+    ``graph_preprocessing``, ``precision`` and ``tiles`` are the file's metadata. One call at
+    a time.
     """
 
     def __init__(self, path, threads=None, exif="apply", data_threads=None):
@@ -78,6 +80,7 @@ class OpenVinoDetector(BatchDetector):
         self.graph_preprocessing = metadata_value(self.path, metadata, "zoo.graph_preprocessing",
                                                   GRAPH_PREPROCESSING)
         self.preprocessing = metadata_json(self.path, metadata, "zoo.preprocessing")
+        self.tiles = file_tiles(self.path, metadata)
         # IRs of earlier versions have no precision: fp32 (BatchDetector's default).
         precision = json.loads(metadata["zoo.precision"]) if "zoo.precision" in metadata else None
         self.image_input = IMAGE_INPUTS[self.graph_preprocessing]

@@ -10,7 +10,9 @@ An export is one file ``PREFIX.onnx`` that describes itself in its ``metadata_pr
 - ``zoo.preprocessing``: a JSON dict of :mod:`zoo.schema.preprocessing`, how an image is resized;
 - ``zoo.graph_preprocessing``: ``"none"``, the graph takes ``data`` (B, 3, H, W) normalised
   as the MXNet graph's input is, or ``"normalize"``, the graph takes ``image`` (B, H, W, 3),
-  RGB 0..255 resized and padded with the mean pixel, and normalises it itself.
+  RGB 0..255 resized and padded with the mean pixel, and normalises it itself;
+- ``zoo.tiles`` (a model trained on tiles only): a JSON object ``{"size", "overlap"}``, the
+  tiles ``zoo detect`` and ``zoo eval`` run the file in unless told otherwise.
 
 A Faster R-CNN also takes ``im_info`` (B, 3), rows ``[height, width, scale]`` as the MXNet
 graph's. The output ``detections`` (B, N, 6) has the MXNet graph's rows ``[class, score,
@@ -25,13 +27,14 @@ import numpy as np
 
 from zoo.errors import MissingPackage, OnnxModelError
 from zoo.inference.runner import BatchDetector
+from zoo.inference.tiles import recorded_tiling
 from zoo.schema.checks import repeated
 from zoo.schema.preprocessing import canvas_im_info
 from zoo.onnx import FORMAT, GRAPH_PREPROCESSING, OUTPUT
 
 __all__ = ["IMAGE_INPUTS", "OnnxDetector", "OnnxModelError", "category_ids", "check_format",
            "check_graph",
-           "check_image_size", "graph_inputs", "load_onnx_detector", "metadata_json",
+           "check_image_size", "file_tiles", "graph_inputs", "load_onnx_detector", "metadata_json",
            "metadata_value", "pixels"]
 
 IMAGE_INPUTS = {"none": "data", "normalize": "image"}
@@ -50,6 +53,11 @@ JSON_METADATA = {
     "zoo.preprocessing": (lambda value: isinstance(value, dict)
                           and {"mean", "std", "data_shape"} <= set(value),
                           "a JSON object with mean, std and data_shape"),
+    "zoo.tiles": (lambda value: isinstance(value, dict) and set(value) == {"size", "overlap"}
+                  and type(value["size"]) is int and value["size"] > 0
+                  and isinstance(value["overlap"], (int, float))
+                  and 0 <= value["overlap"] < 1,
+                  'a JSON object {"size": pixels, "overlap": a share below 1}'),
 }
 
 
@@ -67,8 +75,8 @@ class OnnxDetector(BatchDetector):
     the CPU's); ``threads`` the threads a pass runs on (default ONNX Runtime's, one per
     physical core); ``exif`` and ``data_threads`` (the threads decoding images) as
     :class:`zoo.Detector` takes them.
-    ``network``, ``class_names``, ``category_ids``, ``preprocessing`` and
-    ``graph_preprocessing`` are the file's metadata. One call at a time.
+    ``network``, ``class_names``, ``category_ids``, ``preprocessing``,
+    ``graph_preprocessing`` and ``tiles`` are the file's metadata. One call at a time.
     """
 
     def __init__(self, path, providers=None, threads=None, exif="apply", data_threads=None):
@@ -80,6 +88,7 @@ class OnnxDetector(BatchDetector):
         self.graph_preprocessing = metadata_value(self.path, metadata, "zoo.graph_preprocessing",
                                                   GRAPH_PREPROCESSING)
         self.preprocessing = metadata_json(self.path, metadata, "zoo.preprocessing")
+        self.tiles = file_tiles(self.path, metadata)
         super().__init__(metadata_json(self.path, metadata, "zoo.class_names"),
                          self.preprocessing, exif, category_ids(self.path, metadata),
                          data_threads)
@@ -236,6 +245,14 @@ def category_ids(path, metadata):
                              "zoo.class_names: expected one per class"
                              % (path, len(ids), len(names)))
     return ids
+
+
+def file_tiles(path, metadata):
+    """The :class:`~zoo.inference.tiles.Tiling` a file's model was trained on (``zoo.tiles``),
+    None for whole photos (and for files of earlier versions, which record none)."""
+    if "zoo.tiles" not in metadata:
+        return None
+    return recorded_tiling(metadata_json(path, metadata, "zoo.tiles"))
 
 
 def check_num_classes(path, metadata, class_names):

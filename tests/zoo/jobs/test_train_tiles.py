@@ -163,3 +163,21 @@ def test_the_repeated_batches_check_counts_what_a_tiled_epoch_draws(trained):
     with open(prefix + "-health.json") as stream:
         check = json.load(stream)["checks"]["repeated batches"]
     assert check["status"] == "ok", check
+
+
+@pytest.mark.parametrize("export_format, suffix", [("onnx", ".onnx"), ("openvino", ".xml")])
+def test_an_exported_file_runs_the_tiles_its_artifact_was_trained_on(
+        trained, tmp_path, capsys, export_format, suffix):
+    folder, prefix, _ = trained
+    exported = str(tmp_path / "deployed")
+    assert main(["export", "--checkpoint", prefix, "--format", export_format,
+                 "--output", exported]) == 0
+    results, messages = detect_run(capsys, exported + suffix, folder, str(tmp_path / "tiled"))
+    assert (results["settings"]["tiles"], results["settings"]["tile_overlap"]) == (
+        TILE, DEFAULT_OVERLAP)
+    assert messages[0].startswith("detecting in %d-pixel tiles" % TILE)
+    whole, _ = detect_run(capsys, exported + suffix, folder, str(tmp_path / "whole"),
+                          "--tiles", "0")
+    assert whole["settings"]["tiles"] is None
+    assert ([len(image["detections"]) for image in results["images"]]
+            != [len(image["detections"]) for image in whole["images"]])

@@ -245,3 +245,23 @@ def test_openvino_runs_the_export_and_detects_the_same(name, tmp_path):
                             [graph_detections(r) for r in found], [(1, 1)] * 2)
     assert result.equal, result.mismatches
     assert result.detections >= 100
+
+
+def test_a_fixed_gamma_batch_norm_runs_at_scale_one_as_in_mxnet(tmp_path):
+    """GluonCV's SSD extra layers are BatchNorms with ``fix_gamma`` (``scale=False``): MXNet
+    runs them at a scale of 1 whatever the parameter holds; the exported file must too."""
+    model = small_model("ssd_mobilenetv2_stride8_gluoncv")
+    arg_params, aux_params = unit_variance_params(model, seed=3)
+    fixed = [name for name in arg_params if name.startswith("extra") and name.endswith("gamma")]
+    assert fixed  # the layout still has them
+    arg_params = {name: value * 3 if name in fixed else value
+                  for name, value in arg_params.items()}
+    path = export_model(model, arg_params, aux_params, str(tmp_path / "model.onnx"))
+    inputs = model.input_arrays(np.random.RandomState(4).randn(
+        2, 3, *model.input_shapes(2)["data"][2:]).astype(np.float32), None)
+    ours = Predictor(model.symbol(), arg_params, aux_params)(
+        **{k: mx.nd.array(v) for k, v in inputs.items()})[0].asnumpy()
+    theirs = session(path).run(None, inputs)[0]
+    result = parity.compare([graph_detections(r) for r in ours],
+                            [graph_detections(r) for r in theirs], [(1, 1)] * 2)
+    assert result.equal, result.mismatches

@@ -237,6 +237,8 @@ def test_metadata_is_the_files(tmp_path):
     (dict(metadata={"zoo.preprocessing": None}), "no zoo.preprocessing in its metadata_props"),
     (dict(metadata={"zoo.preprocessing": '{"mean": [0, 0, 0]}'}),
      "expected a JSON object with mean, std and data_shape"),
+    (dict(metadata={"zoo.tiles": '{"size": 0, "overlap": 0.2}'}),
+     'zoo.tiles = {"size": 0, "overlap": 0.2}: expected a JSON object {"size": pixels'),
     (dict(metadata={"zoo.graph_preprocessing": "normalize"}),
      "inputs data: expected 'image' (and 'im_info' for a Faster R-CNN)"),
     (dict(output="rows"), "outputs rows: expected 'detections'"),
