@@ -29,6 +29,7 @@ Ray is imported only when such a run starts: ``import zoo``, ``zoo --help`` and 
 detect`` without ``--ray`` load none of it.
 """
 import builtins
+import collections
 import contextlib
 import logging
 import os
@@ -122,8 +123,9 @@ def dataset_inputs(dataset):
             % (" and ".join(missing), ", ".join(columns() or ()) or "none"))
     paths = [str(path) for batch in quiet(dataset.select_columns(["path"])).iter_batches(
         batch_size=None, batch_format="numpy") for path in batch["path"]]
-    if len(set(paths)) < len(paths):
-        twice = next(path for path in paths if paths.count(path) > 1)
+    twice = next((path for path, count in collections.Counter(paths).items() if count > 1),
+                 None)
+    if twice is not None:
         raise OptionsError("the Ray Dataset names %s twice: each photo's path names it in "
                            "the records and --resume" % twice)
     return [Input(path) for path in paths]
