@@ -16,7 +16,7 @@ from typing import Optional
 import cv2
 
 from zoo.errors import DataError, OptionsError
-from zoo.inference.runner import ReducedImage, photo
+from zoo.inference.runner import EncodedImage, ReducedImage, photo
 
 __all__ = ["ExpandedInputs", "IMAGE_EXTENSIONS", "REASONS", "VIDEO_EXTENSIONS", "Input",
            "InputImages", "Skipped", "expand_inputs"]
@@ -430,13 +430,19 @@ class InputImages:
     size it is resized to (:func:`zoo.inference.runner.photo`), and one kept to be
     :meth:`take` n is decoded whole again there (crops are cut from the whole photo), so
     give it where few images are taken: not for drawing every picture.
+
+    :attr:`encoded` (index: bytes) holds the file of an input received rather than read (a
+    Ray worker's photo from an object store or a dataset, :mod:`zoo.ray.cluster`): it is
+    decoded as the file of the input's path would be, and forgotten once taken; a
+    DataError there is the input's error (a file that could not be received).
     """
 
-    def __init__(self, inputs, strict=False, keep=False, exif="apply", decode_for=None):
+    def __init__(self, inputs, strict=False, keep=False, exif="apply", decode_for=None,
+                 encoded=None):
         self.inputs = list(inputs)
         self.strict, self.keep, self.exif = strict, keep, exif
         self.decode_for = decode_for
-        self.errors, self.images = {}, {}
+        self.errors, self.images, self.encoded = {}, {}, dict(encoded or {})
         self.videos = {path: (VideoReader(path), {i.video_frame for i in self.inputs
                                                   if i.path == path})
                        for path in {i.path for i in self.inputs if i.video_frame is not None}}
@@ -446,23 +452,31 @@ class InputImages:
 
     def load(self, index):
         try:
-            image = self.read(self.inputs[index], self.decode_for)
+            image = self.read(index, self.decode_for)
         except DataError as err:
             if self.strict:
                 raise
             self.errors[index] = str(err)
+            self.encoded.pop(index, None)
             return None
         if self.keep and not isinstance(image, ReducedImage):
             self.images[index] = image
+        if not (self.keep and isinstance(image, ReducedImage)):
+            self.encoded.pop(index, None)  # read again only to be taken whole
         return image
 
-    def read(self, item, decode_for=None):
-        """The RGB pixels of one input (a :class:`~zoo.inference.runner.ReducedImage` of a
-        large JPEG file, given ``decode_for``); DataError naming the file if it cannot be
-        read."""
+    def read(self, index, decode_for=None):
+        """The RGB pixels of input ``index`` (a :class:`~zoo.inference.runner.ReducedImage`
+        of a large JPEG file, given ``decode_for``); DataError naming the file if it cannot
+        be read."""
+        item = self.inputs[index]
         if item.video_frame is None:
+            received = self.encoded.get(index)
+            if isinstance(received, DataError):
+                raise received
+            image = item.path if received is None else EncodedImage(received, item.path)
             try:
-                return photo(item.path, exif=self.exif, preprocessing=decode_for)
+                return photo(image, exif=self.exif, preprocessing=decode_for)
             except DataError as err:
                 # rgb_image names the index within a call; here the file is the name.
                 message = str(err).split(": ", 1)[-1]
@@ -480,5 +494,6 @@ class InputImages:
         forgotten all the same."""
         image = self.images.pop(index, None)
         if image is None and wanted:
-            return self.read(self.inputs[index])
+            image = self.read(index)
+        self.encoded.pop(index, None)
         return image if wanted else None

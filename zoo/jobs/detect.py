@@ -29,7 +29,9 @@ The images go through the detector's own batch runner, so results do not depend 
 batch size; pictures and crops are encoded and written on worker threads of normal
 priority beside inference. Every file but results.jsonl (appended a line at a time) is
 written atomically (:mod:`zoo.atomicfile`). With ``ray`` the detecting runs on a Ray cluster
-(:mod:`zoo.ray.cluster`) and everything else here, as without it.
+(:mod:`zoo.ray.cluster`) and everything else here, as without it; there the inputs may also
+be object-store URLs (``s3://bucket/prefix/``) and, from Python, a Ray Dataset, each photo
+named in its record by its URL or the dataset's ``path``.
 """
 import collections
 import contextlib
@@ -54,12 +56,14 @@ from zoo.flags import (ARTIFACT_OR_DEPLOYED, REQUIRED, checkpoint_flag, comma_li
                        fraction, inference_batch_flag, max_size_flag, options_from,
                        positive_int, progress_flag, tile_overlap_flag, tiles_flag)
 from zoo.checkpoint import open_detector
-from zoo.inference.inputs import LIST_PREFIX, InputImages, Skipped, expand_inputs, is_inside
+from zoo.inference.inputs import (LIST_PREFIX, ExpandedInputs, InputImages, Skipped,
+                                  expand_inputs, is_inside, left_out_notice)
 from zoo.inference.runner import MAX_DETECTIONS, SCORE_THRESHOLD
 from zoo.inference.tiles import check_tile_flags, detector_outputs, run_tiling
 from zoo.inference.visualize import ENCODINGS, draw, pixel_box, save_image
 from zoo.progress import NoBar, progress_bar
-from zoo.ray.cluster import LOCAL, ClusterInference, check_cluster
+from zoo.ray.cluster import LOCAL, ClusterInference, check_cluster, is_dataset, remote_inputs
+from zoo.ray.storage import is_url
 from zoo.signals import stop_signals
 
 __all__ = ["DetectOptions", "DetectSummary", "FORMATS", "Stopped", "detect"]
@@ -91,7 +95,8 @@ class DetectOptions:
     """What ``zoo detect`` runs, on what, and what it writes: each field declares its flag
     (:mod:`zoo.flags`), but the inputs, which are its positional words."""
     checkpoint: str = checkpoint_flag(ARTIFACT_OR_DEPLOYED)  # artifact prefix, .onnx, .xml
-    inputs: Tuple[str, ...] = REQUIRED       # files, folders, globs, @LIST files
+    # files, folders, globs, @LIST files; with ray, s3:// URLs or (from Python) a Ray Dataset
+    inputs: Tuple[str, ...] = REQUIRED
     output: str = flag(os.path.join("output", "detect"),
                        "folder to write into; refused if it holds files, unless --exist-ok")
     epoch: Optional[int] = epoch_flag()      # None: the best validated epoch, else the newest
@@ -158,6 +163,11 @@ class DetectOptions:
             raise OptionsError("image_format must be one of %s, got %r"
                                % (", ".join(FORMATS), self.image_format))
         check_cluster(self.ray, self.ray_workers, self.ray_worker_cpus)
+        remote = next((spec for spec in self.inputs if is_dataset(spec) or is_url(spec)), None)
+        if remote is not None and self.ray is None:
+            raise OptionsError("input %s: %s is read on a Ray cluster: add --ray" % (
+                "a Ray Dataset" if is_dataset(remote) else remote,
+                "a dataset" if is_dataset(remote) else "an object-store URL"))
 
     @classmethod
     def from_flags(cls, args, **values):
@@ -365,11 +375,25 @@ def describe(item, size, found, files):
 
 
 def gather_inputs(options):
-    """The :class:`zoo.inference.inputs.ExpandedInputs` of the options' inputs and list
-    files, the output folder left out; with ``strict``, an unreadable video is a DataError.
-    Logs what a named folder leaves out and warns of each note."""
-    specs = tuple(options.inputs) + tuple(LIST_PREFIX + path for path in options.lists)
+    """``(expanded, dataset)``: the :class:`zoo.inference.inputs.ExpandedInputs` of the
+    options' inputs and list files, the output folder left out, and the Ray Dataset among
+    them (None: none; :func:`zoo.ray.cluster.remote_inputs`); with ``strict``, an unreadable
+    video is a DataError. Logs what a named folder leaves out and warns of each note."""
+    remote = [spec for spec in options.inputs if is_dataset(spec) or is_url(spec)]
+    specs = tuple(spec for spec in options.inputs
+                  if not (is_dataset(spec) or is_url(spec))) + tuple(
+        LIST_PREFIX + path for path in options.lists)
     expanded = expand_inputs(specs, options.recursive, options.every, options.output)
+    dataset = None
+    if remote:  # listed after the files, as they are named
+        inputs, left_out, dataset = remote_inputs(remote, options.recursive)
+        notices = [left_out_notice(url, [item for item in left_out
+                                         if item.file.startswith(url.rstrip("/") + "/")])
+                   for url in remote if not is_dataset(url)]
+        expanded = ExpandedInputs(expanded.inputs + inputs, expanded.skipped + left_out,
+                                  expanded.left_out + [line for line in notices if line],
+                                  expanded.notes)
+        specs += tuple("a Ray Dataset" if is_dataset(spec) else spec for spec in remote)
     for notice in expanded.left_out:
         LOG.warning(notice)
     for note in expanded.notes:
@@ -381,7 +405,7 @@ def gather_inputs(options):
         raise OptionsError("no images or videos in %s" % ", ".join(specs))
     for item in unreadable:
         LOG.warning("skipped %s", item.error)
-    return expanded
+    return expanded, dataset
 
 
 def check_output(output, exist_ok, resume):
@@ -516,8 +540,10 @@ def record_names(record):
 
 
 def source_key(path, video_frame):
-    """What tells one input from another: its real path and video frame."""
-    return os.path.realpath(path), video_frame
+    """What tells one input from another: its real path and video frame; a name no file
+    here has (an object-store URL, a Ray Dataset's ``path``) as it is."""
+    return (os.path.realpath(path) if not is_url(path) and os.path.exists(path) else path,
+            video_frame)
 
 
 def detect(options, detector=None):
@@ -539,10 +565,11 @@ def detect(options, detector=None):
                                              max_size=options.max_size)
         tiles = run_tiles(options, detector)
         labels = class_filter(detector.class_names, options.classes)
-        expanded = gather_inputs(options)
+        expanded, dataset = gather_inputs(options)
         infer = None  # this process's runner
         if options.ray is not None:  # a cluster's: what it refuses, before anything is written
-            infer = ClusterInference(options.ray, options.ray_workers, options.ray_worker_cpus)
+            infer = ClusterInference(options.ray, options.ray_workers, options.ray_worker_cpus,
+                                     dataset)
             infer.check_inputs(expanded.inputs)
         with runlock.hold(os.path.join(options.output, LOCK_FILE),
                           "--output folder %s" % options.output):

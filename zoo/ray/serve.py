@@ -6,7 +6,8 @@ Routes (``/docs`` and ``/openapi.json`` describe them):
 - ``POST /detect``: one photo, as the raw request body or as the multipart field ``image``;
   answers the record ``zoo detect`` writes for it in results.json (:func:`detection_records`:
   its size, frame and detections, ``file`` the upload's name, no picture);
-- ``GET /health``: the replica answering, its requests and the sizes of the batches it ran;
+- ``GET /health``: the replica answering, its requests and the sizes of the batches it ran,
+  and the deployment's replicas by state as Serve counts them;
 - ``GET /model``: classes, input size, precision, epoch and the checkpoint's sha256;
 - ``GET /``: a page where a person drops a photo and sees the boxes drawn.
 
@@ -46,6 +47,7 @@ __all__ = ["DetectorServer", "RequestError", "Server", "detection_records", "rea
 
 LOG = logging.getLogger(__name__)
 APP_NAME = "zoo"
+DEPLOYMENT_NAME = "detector"
 UPLOAD_FIELD = "image"
 """The multipart field holding the photo (a browser's form, ``curl -F image=@photo.jpg``)."""
 RAW_NAME = "upload"
@@ -281,6 +283,9 @@ def schemas():
         max_batch_size: int
         batch_wait: float
         peak_resident_mb: float
+        replicas: Dict[str, int] = Field(..., description="the deployment's replicas by state "
+                                                          "(RUNNING, STARTING...), as Serve "
+                                                          "counts them")
 
     class ModelInfo(BaseModel):
         checkpoint: str
@@ -292,6 +297,16 @@ def schemas():
         precision: Dict[str, object]
         sha256: str
     return Record, ErrorReply, Health, ModelInfo
+
+
+def serve_replicas():
+    """The detector's replicas by state (``{"RUNNING": 2}``), as Serve's controller counts
+    them: each replica's /health counts only its own requests and batches."""
+    from ray import serve
+    application = serve.status().applications.get(APP_NAME)
+    deployment = application.deployments.get(DEPLOYMENT_NAME) if application else None
+    return {str(getattr(state, "value", state)): count
+            for state, count in (deployment.replica_states if deployment else {}).items()}
 
 
 def error_reply(status, message, headers=None):
@@ -484,7 +499,8 @@ def build_app(server):
 
     @app.get("/health", response_model=health, summary="this replica's counts")
     async def get_health():
-        return server.health()
+        # Serve's controller answers on a thread: the replica keeps serving meanwhile
+        return dict(server.health(), replicas=await asyncio.to_thread(serve_replicas))
 
     @app.get("/model", response_model=model, summary="the detector served")
     async def get_model():
@@ -554,7 +570,7 @@ def deploy(options, cores):
                            ) from None
     threads = max(1, cores // options.replicas)
     deployment = serve.deployment(
-        serve.ingress()(DetectorServer), name="detector", num_replicas=options.replicas,
+        serve.ingress()(DetectorServer), name=DEPLOYMENT_NAME, num_replicas=options.replicas,
         max_ongoing_requests=ONGOING_BATCHES * (options.max_batch_size or MAX_BATCH),
         max_queued_requests=QUEUED_REQUESTS,
         ray_actor_options={"num_cpus": cores / options.replicas,

@@ -1,11 +1,13 @@
 """``zoo detect --ray``: detection on a Ray cluster of this machine (a Ray started by the run,
 or a ``ray.cluster_utils.Cluster`` of two 1-CPU nodes) writes the records ``zoo detect``
 writes, through its command line: a bad file named and skipped, a node removed mid-run, the
-driver stopped and resumed, ONNX and OpenVINO files on workers that cannot import MXNet. The
-zoo loads no Ray unless asked."""
+driver stopped and resumed, ONNX and OpenVINO files on workers that cannot import MXNet,
+photos of a Ray Dataset (``zoo.ray.detect``) and of an S3 server on loopback (moto; the
+object-store reading of :mod:`zoo.ray.storage`). The zoo loads no Ray unless asked."""
 import json
 import os
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -19,7 +21,7 @@ import pytest
 import zoo.ray
 
 from zoo.cli import main
-from zoo.errors import DataError
+from zoo.errors import DataError, OptionsError
 from zoo.jobs.detect import DetectOptions, detect
 from zoo.ray.cluster import LOOPBACK_ONLY
 
@@ -272,3 +274,119 @@ def test_a_deployed_file_runs_on_workers_without_mxnet(prefix, photos, tmp_path,
                                             r"mxnet"):
             detect(DetectOptions(checkpoint=prefix, inputs=(str(photos),),
                                  output=str(tmp_path / "mxnet"), ray="local"))
+
+
+def detect_here(prefix, photos, output, *flags):
+    """``zoo detect``'s records of ``photos`` (in this process, no Ray)."""
+    assert main(["detect", "--checkpoint", prefix, str(photos), "--output", output,
+                 "--threshold", str(THRESHOLD), *flags]) == 0
+    return results(output)
+
+
+def renamed(records, names):
+    """``records`` with each ``file`` replaced by ``names[file]``."""
+    return [dict(record, file=names[record["file"]]) for record in records]
+
+
+@pytest.mark.slow
+def test_a_ray_dataset_of_photo_bytes_writes_zoo_detects_records(prefix, photos, tmp_path):
+    """A dataset of ``read_binary_files(include_paths=True)``, held in Ray's object store and
+    its files deleted (the workers decode its bytes, and the driver draws and crops from the
+    bytes they send back), detects as ``zoo detect`` does on the same photos, its broken one
+    named and skipped; ``resume`` skips the paths recorded; a dataset without a ``bytes``
+    column is refused in one line."""
+    here = detect_here(prefix, photos, str(tmp_path / "here"), "--crops")
+    copy, there = tmp_path / "copy", str(tmp_path / "there")
+    shutil.copytree(photos, copy)
+    names = {str(copy / path.name): str(path) for path in photos.iterdir()}
+    ray.init(num_cpus=2, include_dashboard=False, object_store_memory=128 << 20)
+    try:
+        # its rows in its files' order, as zoo detect lists the folder: records follow it
+        ray.data.DataContext.get_current().execution_options.preserve_order = True
+        dataset = ray.data.read_binary_files(sorted(names), include_paths=True).materialize()
+        shutil.rmtree(copy)
+        begun = zoo.ray.detect(dataset.limit(4), prefix, output=there, threshold=THRESHOLD,
+                               crops=True)  # broken.jpg and three photos
+        assert (begun.images, begun.skipped) == (3, 1)
+        summary = zoo.ray.detect(dataset, prefix, output=there, threshold=THRESHOLD,
+                                 crops=True, resume=True)
+        found = results(there)
+        assert (summary.images, summary.skipped) == (PHOTOS, 1)
+        assert lines(there) == found["images"]  # the three not detected again
+        assert_same_records(renamed(found["images"], names), here["images"])
+        assert [dict(item, error=item["error"].replace(str(copy), str(photos)))
+                for item in renamed(found["skipped"], names)] == here["skipped"]
+        for folder in ("pictures", "crops"):
+            assert sorted(os.listdir(os.path.join(there, folder))) == sorted(
+                os.listdir(os.path.join(str(tmp_path / "here"), folder)))
+        with pytest.raises(OptionsError, match=r"^the Ray Dataset has no bytes column \(it "
+                                               r"has image, path\): .*read_binary_files"):
+            zoo.ray.detect(ray.data.read_images(sorted(names.values())[1:],
+                                                include_paths=True),
+                           prefix, output=str(tmp_path / "images"))
+    finally:
+        ray.shutdown()
+
+
+BUCKET = "photos"
+
+
+@pytest.fixture
+def s3_store(monkeypatch):
+    """A local S3 server (moto) on 127.0.0.1 with an empty bucket, and this process's AWS
+    environment naming it (the Ray it starts passes it on to its workers); its boto3
+    client."""
+    server_module = pytest.importorskip("moto.server")
+    boto3 = pytest.importorskip("boto3")
+    server = server_module.ThreadedMotoServer(ip_address="127.0.0.1", port=0)
+    server.start()
+    host, port = server.get_host_and_port()
+    endpoint = "http://%s:%d" % (host, port)
+    for name, value in {"AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": "zoo",
+                        "AWS_SECRET_ACCESS_KEY": "zoo", "AWS_DEFAULT_REGION": "us-east-1",
+                        "AWS_EC2_METADATA_DISABLED": "true"}.items():
+        monkeypatch.setenv(name, value)
+    client = boto3.client("s3", endpoint_url=endpoint)
+    client.create_bucket(Bucket=BUCKET)
+    yield client
+    server.stop()
+
+
+@pytest.mark.slow
+def test_photos_of_an_s3_store_write_zoo_detects_records(prefix, photos, s3_store, tmp_path,
+                                                         capsys, caplog):
+    """``zoo detect --ray s3://BUCKET/PREFIX/`` on an S3 server of this machine: the records
+    of ``zoo detect`` on the same files (named by their URLs), the broken one named and
+    skipped; ``--resume`` after a photo is added detects it alone (a recorded photo
+    overwritten by garbage is not read again); a URL without ``--ray`` is refused."""
+    here = detect_here(prefix, photos, str(tmp_path / "here"))
+    names = {}
+    for path in sorted(photos.iterdir()):
+        s3_store.upload_file(str(path), BUCKET, "archive/" + path.name)
+        names["s3://%s/archive/%s" % (BUCKET, path.name)] = str(path)
+    s3_store.put_object(Bucket=BUCKET, Key="archive/notes.txt", Body=b"not a photo")
+    url, there = "s3://%s/archive/" % BUCKET, str(tmp_path / "there")
+    caplog.clear()
+    assert main(["detect", "--checkpoint", prefix, "--ray", url, "--output", there,
+                 "--threshold", str(THRESHOLD)]) == 0
+    found = results(there)
+    assert_same_records(renamed(found["images"], names), here["images"])
+    broken = "s3://%s/archive/broken.jpg" % BUCKET
+    assert [item["file"] for item in found["skipped"] if item["reason"] == "unreadable"] == [
+        broken]
+    assert "skipped %s: truncated JPEG" % broken in caplog.text
+    assert sorted(os.listdir(os.path.join(there, "pictures"))) == sorted(
+        os.listdir(os.path.join(str(tmp_path / "here"), "pictures")))
+    s3_store.put_object(Bucket=BUCKET, Key="archive/photo00.jpg", Body=b"garbage")
+    s3_store.upload_file(str(photos / "photo01.jpg"), BUCKET, "archive/zz.jpg")
+    capsys.readouterr()
+    assert main(["detect", "--checkpoint", prefix, "--ray", url, "--output", there,
+                 "--threshold", str(THRESHOLD), "--resume"]) == 0
+    resumed = lines(there)
+    assert resumed[:-1] == found["images"]  # the broken file is tried again, in vain
+    assert resumed[-1]["file"] == "s3://%s/archive/zz.jpg" % BUCKET
+    assert {k: v for k, v in resumed[-1].items() if k not in ("file", "picture")} == {
+        k: v for k, v in found["images"][1].items() if k not in ("file", "picture")}
+    assert main(["detect", "--checkpoint", prefix, url, "--output", str(tmp_path / "no")]) == 1
+    assert capsys.readouterr().err.strip().endswith(
+        "input %s: an object-store URL is read on a Ray cluster: add --ray" % url)

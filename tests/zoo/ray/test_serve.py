@@ -269,6 +269,7 @@ def test_every_bad_request_is_a_4xx_line_and_50_leave_it_serving(server, photos)
     assert status == 200 and record["width"] == SIZES["small.jpg"][1]
     status, health = server.json("GET", "/health")
     assert status == 200 and health["status"] == "ok"
+    assert health["replicas"] == {"RUNNING": 1}  # Serve's count, --replicas' default
 
 
 def test_the_openapi_description_is_what_it_serves(server, photos):
