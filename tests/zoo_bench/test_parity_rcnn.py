@@ -126,7 +126,48 @@ def test_the_imported_start_holds_gluoncvs_values_and_zero_background_rows(rcnn_
                                    if not n.endswith("anchors")) == ours.size - theirs
 
 
-@pytest.mark.slow  # about 2 minutes: R-CNN on every anchor's proposal, both sides
+def step_check_network(root, params):
+    """GluonCV's network of the step check (every anchor and proposal sampled) with the
+    parameters ``params``, and its batch of the first training image."""
+    from gluoncv.data.transforms.image import resize_short_within
+    image, label = parity_rcnn.first_image(root)
+    height, width = resize_short_within(image, *parity_rcnn.STEP_CHECK_SIZE).shape[:2]
+    fields = parity_rcnn.deterministic_fields(parity_rcnn.zoo_spec(CLASSES_OF_DATA), height,
+                                              width, len(label))
+    network = parity_rcnn.rcnn_network(parity_rcnn.zoo_spec(CLASSES_OF_DATA, **fields))
+    net = parity_rcnn.gluon_faster_rcnn(network, CLASSES_OF_DATA)
+    net.load_parameters(params)
+    return net, parity_rcnn.gluoncv_batch(net, network, image, label)
+
+
+def sorted_rows(array):
+    return sorted(map(tuple, array.asnumpy().tolist()))
+
+
+def test_gluoncvs_rcnn_sampler_is_drawn_to_take_every_roi_once(rcnn_start):
+    # GluonCV's RCNNTargetSampler, asked for every proposal and ground truth, samples one
+    # twice and leaves one out under most draws: the step check picks a draw under which the
+    # network's own training pass samples each once, as the zoo's ProposalTarget does.
+    _, root, params, _, _ = rcnn_start
+    net, batch = step_check_network(root, params)
+    data, gt_box = batch[0], batch[1][:, :, :4]
+    with mx.autograd.train_mode():
+        rpn_score, rpn_box = net.rpn(mx.nd.zeros_like(data), net.features(data))[:2]
+    candidates = sorted_rows(mx.nd.concat(rpn_box[0], gt_box[0], dim=0))
+
+    def sampled(seed):
+        mx.random.seed(seed)
+        with mx.autograd.train_mode():
+            return sorted_rows(net.sampler(rpn_box, rpn_score, gt_box)[0][0])
+    assert sum(sampled(seed) != candidates for seed in range(10)) >= 5
+    seed = parity_rcnn.every_roi_draw(net, batch)
+    mx.random.seed(seed)
+    with mx.autograd.record():
+        outputs = net(data, gt_box, batch[1][:, :, 4:5])
+    assert sorted_rows(outputs[2][0]) == candidates
+
+
+@pytest.mark.slow  # about 1 minute: R-CNN on every anchor's proposal, both sides
 def test_the_first_steps_on_one_image_are_gluoncvs(rcnn_start):
     options, root, params, prefix, _ = rcnn_start
     check = parity_rcnn.step_check(options, root, params, prefix)
@@ -147,6 +188,25 @@ def test_a_changed_zoo_labelling_fails_the_step_check(rcnn_start, tmp_path):
                                       rpn_negative_iou=0.1)
     check = parity_rcnn.step_check(options, root, params, prefix)
     assert not check["equal"] and check["first_step"] > 100 * parity_rcnn.FIRST_STEP_TOLERANCE
+
+
+@pytest.mark.slow  # about 40 s
+def test_a_scaled_rpn_box_gradient_fails_the_step_check_at_its_second_step(rcnn_start,
+                                                                          monkeypatch):
+    # A broken zoo whose losses are right but whose RPN box gradient is a quarter of
+    # GluonCV's: its first step agrees, its update does not.
+    import symbols.layers
+    import symbols.rpn
+    options, root, params, prefix, _ = rcnn_start
+    real = symbols.layers.smooth_l1_loss
+
+    def quarter_rpn_box(pred, target, weight, name, sigma, grad_scale):
+        scale = 0.25 if name == "rpn_bbox" else 1.0
+        return real(pred, target, weight, name, sigma, grad_scale * scale)
+    monkeypatch.setattr(symbols.rpn, "smooth_l1_loss", quarter_rpn_box)
+    check = parity_rcnn.step_check(options, root, params, prefix)
+    assert check["first_step"] < parity_rcnn.FIRST_STEP_TOLERANCE
+    assert not check["equal"] and check["worst"] > 3 * parity_rcnn.STEP_CHECK_TOLERANCE
 
 
 @pytest.mark.slow
