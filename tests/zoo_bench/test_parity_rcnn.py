@@ -167,7 +167,7 @@ def test_gluoncvs_rcnn_sampler_is_drawn_to_take_every_roi_once(rcnn_start):
     assert sorted_rows(outputs[2][0]) == candidates
 
 
-@pytest.mark.slow  # about 1 minute: R-CNN on every anchor's proposal, both sides
+@pytest.mark.slow  # about 30 s: R-CNN on every anchor's proposal, both sides
 def test_the_first_steps_on_one_image_are_gluoncvs(rcnn_start):
     options, root, params, prefix, _ = rcnn_start
     check = parity_rcnn.step_check(options, root, params, prefix)
@@ -177,7 +177,7 @@ def test_the_first_steps_on_one_image_are_gluoncvs(rcnn_start):
     assert last[2] < first[2] and last[6] < first[6]  # both sides learn, not only agree
 
 
-@pytest.mark.slow  # about 2 minutes
+@pytest.mark.slow  # about 30 s
 def test_a_changed_zoo_labelling_fails_the_step_check(rcnn_start, tmp_path):
     # Anchors overlapping a box by 0.1-0.3 ignored rather than negative: the zoo's first
     # step already differs.
