@@ -100,16 +100,20 @@ def test_each_architecture_takes_its_defaults_from_one_table():
     assert (given.epochs, given.lr_steps, given.batch_size) == (7, (5,), 1)
 
 
-@pytest.fixture(scope="module")
-def rcnn_start(tmp_path_factory):
+def benchmark_start(work, **options):
     """A seed's start as the benchmark makes it, on 4 generated training images:
     ``(options, data root, GluonCV's parameter file, the imported artifact, its check)``."""
-    work = tmp_path_factory.mktemp("rcnn")
     options = ParityBenchmarkOptions(architecture="faster_rcnn", num_train=4, num_val=2,
-                                     work_dir=str(work))
+                                     work_dir=str(work), **options)
     root = parity.generate_data(options)
     params, prefix, check = parity.start_from(options, 0, root, str(work / "seed0"))
     return options, root, params, prefix, check
+
+
+@pytest.fixture(scope="module")
+def rcnn_start(tmp_path_factory):
+    """The benchmark's start on its default data (the ``hard`` preset)."""
+    return benchmark_start(tmp_path_factory.mktemp("rcnn"))
 
 
 def test_the_imported_start_holds_gluoncvs_values_and_zero_background_rows(rcnn_start):
@@ -190,14 +194,15 @@ def test_a_changed_zoo_labelling_fails_the_step_check(rcnn_start, tmp_path):
     assert not check["equal"] and check["first_step"] > 100 * parity_rcnn.FIRST_STEP_TOLERANCE
 
 
-@pytest.mark.slow  # about 40 s
-def test_a_scaled_rpn_box_gradient_fails_the_step_check_at_its_second_step(rcnn_start,
+@pytest.mark.slow  # about 30 s
+def test_a_scaled_rpn_box_gradient_fails_the_step_check_at_its_second_step(tmp_path,
                                                                           monkeypatch):
     # A broken zoo whose losses are right but whose RPN box gradient is a quarter of
-    # GluonCV's: its first step agrees, its update does not.
+    # GluonCV's: its first step agrees, its update does not (on the shapes preset's first
+    # image, whose second step's R-CNN box term the trunk's update moves most).
     import symbols.layers
     import symbols.rpn
-    options, root, params, prefix, _ = rcnn_start
+    options, root, params, prefix, _ = benchmark_start(tmp_path, preset="shapes")
     real = symbols.layers.smooth_l1_loss
 
     def quarter_rpn_box(pred, target, weight, name, sigma, grad_scale):
@@ -206,7 +211,7 @@ def test_a_scaled_rpn_box_gradient_fails_the_step_check_at_its_second_step(rcnn_
     monkeypatch.setattr(symbols.rpn, "smooth_l1_loss", quarter_rpn_box)
     check = parity_rcnn.step_check(options, root, params, prefix)
     assert check["first_step"] < parity_rcnn.FIRST_STEP_TOLERANCE
-    assert not check["equal"] and check["worst"] > 3 * parity_rcnn.STEP_CHECK_TOLERANCE
+    assert not check["equal"] and check["worst"] > 10 * parity_rcnn.STEP_CHECK_TOLERANCE
 
 
 @pytest.mark.slow
