@@ -102,9 +102,18 @@ def import_gluon(net, prefix, source, **fields):
 
 
 def size_fields(options):
-    """The config fields of ``options.data_shape``: the short side, the long side at most
-    1.5 times it (the embedded images' long sides are up to 1.25 times their short)."""
-    return {"data_shape": options.data_shape, "max_size": int(round(1.5 * options.data_shape))}
+    """The config fields of ``options.data_shape``: the short side, the long side at most 1.5
+    times it (the embedded images' long sides are up to 1.25 times their short), and at most
+    as many proposals kept after the RPN's NMS as a square input of that side has anchors:
+    GluonCV's RPN slices that many rows off its anchors' and fails on fewer (its presets keep
+    2000 in training at a short side of 600; a short side of 128 has 960 anchors)."""
+    short = options.data_shape
+    spec = zoo_spec(embedded_classes())
+    cells = (-(-short // spec["rpn_stride"])) ** 2
+    anchors = cells * len(spec["anchor_scales"]) * len(spec["anchor_ratios"])
+    return {"data_shape": short, "max_size": int(round(1.5 * short)),
+            **{name: min(spec[name], anchors) for name in ("rpn_post_nms_top_n_train",
+                                                           "rpn_post_nms_top_n_test")}}
 
 
 def network_request(options):

@@ -238,3 +238,21 @@ def test_a_short_run_through_the_command_line(tmp_path, capsys):
     theirs = artifact.read_meta(os.path.join(work, "faster_rcnn_seed2", "gluoncv", "epoch1",
                                              "faster_rcnn"), 0)
     assert theirs["config"]["rcnn_fg_fraction"] == 0.25
+
+
+def test_gluoncvs_network_trains_at_a_short_side_of_128():
+    # A square image of 128 pixels has 960 anchors, fewer than the 2000 proposals GluonCV's
+    # RPN keeps in training by default, which it slices off them: the benchmark keeps as
+    # many as there are, on both sides.
+    from zoo_bench.gluoncv_recipes import FasterRCNNLosses
+    options = ParityBenchmarkOptions(architecture="faster_rcnn", data_shape=128)
+    network = parity_rcnn.network_request(options)
+    net = parity_rcnn.initialised_rcnn(network, CLASSES_OF_DATA)
+    image = mx.nd.array(np.random.RandomState(0).randint(0, 256, (128, 128, 3)), dtype="uint8")
+    label = np.array([[10, 20, 60, 70, 0, 0], [70, 40, 120, 100, 2, 0]], np.float32)
+    batch = parity_rcnn.gluoncv_batch(net, network, image, label)
+    with mx.autograd.record():
+        terms, _ = FasterRCNNLosses(net)(*batch)
+    assert all(np.isfinite(term.asnumpy()).all() for term in terms)
+    zoo = parity_rcnn.zoo_spec(CLASSES_OF_DATA, **parity_rcnn.size_fields(options))
+    assert zoo["rpn_post_nms_top_n_train"] == network["rcnn"]["rpn_train_post_nms"] == 960
