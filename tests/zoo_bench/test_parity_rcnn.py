@@ -100,16 +100,20 @@ def test_each_architecture_takes_its_defaults_from_one_table():
     assert (given.epochs, given.lr_steps, given.batch_size) == (7, (5,), 1)
 
 
-@pytest.fixture(scope="module")
-def rcnn_start(tmp_path_factory):
+def benchmark_start(work, **options):
     """A seed's start as the benchmark makes it, on 4 generated training images:
     ``(options, data root, GluonCV's parameter file, the imported artifact, its check)``."""
-    work = tmp_path_factory.mktemp("rcnn")
     options = ParityBenchmarkOptions(architecture="faster_rcnn", num_train=4, num_val=2,
-                                     work_dir=str(work))
+                                     work_dir=str(work), **options)
     root = parity.generate_data(options)
     params, prefix, check = parity.start_from(options, 0, root, str(work / "seed0"))
     return options, root, params, prefix, check
+
+
+@pytest.fixture(scope="module")
+def rcnn_start(tmp_path_factory):
+    """The benchmark's start on its default data (the ``hard`` preset)."""
+    return benchmark_start(tmp_path_factory.mktemp("rcnn"))
 
 
 def test_the_imported_start_holds_gluoncvs_values_and_zero_background_rows(rcnn_start):
@@ -126,7 +130,48 @@ def test_the_imported_start_holds_gluoncvs_values_and_zero_background_rows(rcnn_
                                    if not n.endswith("anchors")) == ours.size - theirs
 
 
-@pytest.mark.slow  # about 2 minutes: R-CNN on every anchor's proposal, both sides
+def step_check_network(root, params):
+    """GluonCV's network of the step check (every anchor and proposal sampled) with the
+    parameters ``params``, and its batch of the first training image."""
+    from gluoncv.data.transforms.image import resize_short_within
+    image, label = parity_rcnn.first_image(root)
+    height, width = resize_short_within(image, *parity_rcnn.STEP_CHECK_SIZE).shape[:2]
+    fields = parity_rcnn.deterministic_fields(parity_rcnn.zoo_spec(CLASSES_OF_DATA), height,
+                                              width, len(label))
+    network = parity_rcnn.rcnn_network(parity_rcnn.zoo_spec(CLASSES_OF_DATA, **fields))
+    net = parity_rcnn.gluon_faster_rcnn(network, CLASSES_OF_DATA)
+    net.load_parameters(params)
+    return net, parity_rcnn.gluoncv_batch(net, network, image, label)
+
+
+def sorted_rows(array):
+    return sorted(map(tuple, array.asnumpy().tolist()))
+
+
+def test_gluoncvs_rcnn_sampler_is_drawn_to_take_every_roi_once(rcnn_start):
+    # GluonCV's RCNNTargetSampler, asked for every proposal and ground truth, samples one
+    # twice and leaves one out under most draws: the step check picks a draw under which the
+    # network's own training pass samples each once, as the zoo's ProposalTarget does.
+    _, root, params, _, _ = rcnn_start
+    net, batch = step_check_network(root, params)
+    data, gt_box = batch[0], batch[1][:, :, :4]
+    with mx.autograd.train_mode():
+        rpn_score, rpn_box = net.rpn(mx.nd.zeros_like(data), net.features(data))[:2]
+    candidates = sorted_rows(mx.nd.concat(rpn_box[0], gt_box[0], dim=0))
+
+    def sampled(seed):
+        mx.random.seed(seed)
+        with mx.autograd.train_mode():
+            return sorted_rows(net.sampler(rpn_box, rpn_score, gt_box)[0][0])
+    assert sum(sampled(seed) != candidates for seed in range(10)) >= 5
+    seed = parity_rcnn.every_roi_draw(net, batch)
+    mx.random.seed(seed)
+    with mx.autograd.record():
+        outputs = net(data, gt_box, batch[1][:, :, 4:5])
+    assert sorted_rows(outputs[2][0]) == candidates
+
+
+@pytest.mark.slow  # about 30 s: R-CNN on every anchor's proposal, both sides
 def test_the_first_steps_on_one_image_are_gluoncvs(rcnn_start):
     options, root, params, prefix, _ = rcnn_start
     check = parity_rcnn.step_check(options, root, params, prefix)
@@ -136,7 +181,7 @@ def test_the_first_steps_on_one_image_are_gluoncvs(rcnn_start):
     assert last[2] < first[2] and last[6] < first[6]  # both sides learn, not only agree
 
 
-@pytest.mark.slow  # about 2 minutes
+@pytest.mark.slow  # about 30 s
 def test_a_changed_zoo_labelling_fails_the_step_check(rcnn_start, tmp_path):
     # Anchors overlapping a box by 0.1-0.3 ignored rather than negative: the zoo's first
     # step already differs.
@@ -147,6 +192,26 @@ def test_a_changed_zoo_labelling_fails_the_step_check(rcnn_start, tmp_path):
                                       rpn_negative_iou=0.1)
     check = parity_rcnn.step_check(options, root, params, prefix)
     assert not check["equal"] and check["first_step"] > 100 * parity_rcnn.FIRST_STEP_TOLERANCE
+
+
+@pytest.mark.slow  # about 30 s
+def test_a_scaled_rpn_box_gradient_fails_the_step_check_at_its_second_step(tmp_path,
+                                                                          monkeypatch):
+    # A broken zoo whose losses are right but whose RPN box gradient is a quarter of
+    # GluonCV's: its first step agrees, its update does not (on the shapes preset's first
+    # image, whose second step's R-CNN box term the trunk's update moves most).
+    import symbols.layers
+    import symbols.rpn
+    options, root, params, prefix, _ = benchmark_start(tmp_path, preset="shapes")
+    real = symbols.layers.smooth_l1_loss
+
+    def quarter_rpn_box(pred, target, weight, name, sigma, grad_scale):
+        scale = 0.25 if name == "rpn_bbox" else 1.0
+        return real(pred, target, weight, name, sigma, grad_scale * scale)
+    monkeypatch.setattr(symbols.rpn, "smooth_l1_loss", quarter_rpn_box)
+    check = parity_rcnn.step_check(options, root, params, prefix)
+    assert check["first_step"] < parity_rcnn.FIRST_STEP_TOLERANCE
+    assert not check["equal"] and check["worst"] > 10 * parity_rcnn.STEP_CHECK_TOLERANCE
 
 
 @pytest.mark.slow
@@ -173,3 +238,21 @@ def test_a_short_run_through_the_command_line(tmp_path, capsys):
     theirs = artifact.read_meta(os.path.join(work, "faster_rcnn_seed2", "gluoncv", "epoch1",
                                              "faster_rcnn"), 0)
     assert theirs["config"]["rcnn_fg_fraction"] == 0.25
+
+
+def test_gluoncvs_network_trains_at_a_short_side_of_128():
+    # A square image of 128 pixels has 960 anchors, fewer than the 2000 proposals GluonCV's
+    # RPN keeps in training by default, which it slices off them: the benchmark keeps as
+    # many as there are, on both sides.
+    from zoo_bench.gluoncv_recipes import FasterRCNNLosses
+    options = ParityBenchmarkOptions(architecture="faster_rcnn", data_shape=128)
+    network = parity_rcnn.network_request(options)
+    net = parity_rcnn.initialised_rcnn(network, CLASSES_OF_DATA)
+    image = mx.nd.array(np.random.RandomState(0).randint(0, 256, (128, 128, 3)), dtype="uint8")
+    label = np.array([[10, 20, 60, 70, 0, 0], [70, 40, 120, 100, 2, 0]], np.float32)
+    batch = parity_rcnn.gluoncv_batch(net, network, image, label)
+    with mx.autograd.record():
+        terms, _ = FasterRCNNLosses(net)(*batch)
+    assert all(np.isfinite(term.asnumpy()).all() for term in terms)
+    zoo = parity_rcnn.zoo_spec(CLASSES_OF_DATA, **parity_rcnn.size_fields(options))
+    assert zoo["rpn_post_nms_top_n_train"] == network["rcnn"]["rpn_train_post_nms"] == 960
