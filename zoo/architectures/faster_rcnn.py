@@ -84,7 +84,8 @@ class FasterRCNN(Architecture):
     recipe_lr = (0.01, 16)
     # MMDetection's Faster R-CNN schedules warm up over 500 iterations (Detectron2's over
     # 1000). From scratch on 1600x1200 photos at batch 3, the lr scaled to 0.001875 without
-    # one diverged in epoch 2; a warm-up of 100 updates did not (docs/training.md).
+    # one diverged in epoch 2; after a warm-up of 100 updates it trained on, no spike in 131
+    # updates (docs/training.md, "The recipe lr comes with the recipe's warm-up").
     recipe_warmup = 500
     prediction_params = r"^(rpn|rcnn)_(cls_score|bbox_pred)_(weight|bias)$"
     class_layers = ((r"rcnn_cls_score_(weight|bias)", 1), (r"rcnn_bbox_pred_(weight|bias)", 4))
