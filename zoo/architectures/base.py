@@ -34,6 +34,11 @@ class Architecture(abc.ABC):
     papers' (per positive anchor for SSD, per sampled anchor and ROI for Faster R-CNN), so
     an lr from either means the same here."""
 
+    recipe_warmup = 0
+    """Updates over which this family's recipe warms its lr up linearly (0: none). A run
+    given neither an lr nor a warm-up takes it with the recipe lr, at most half of its own
+    updates: see :func:`zoo.jobs.train.warm_up`."""
+
     prediction_params = None
     """Regular expression of the parameters of the layers that output the class scores and
     box offsets (every stage's). Zeroed, they make the trivial predictor (equal class scores,

@@ -121,7 +121,7 @@ class OptimizerOptions:
     lr_steps: tuple = flag((), "comma-separated epochs at which the lr drops (none by "
                                "default)", type=increasing(comma_list(nonnegative_float)))
     lr_factor: float = flag(0.1, "lr multiplier at each step", type=positive_float)
-    warmup_epochs: float = flag(0.0, "linear warm-up length", type=nonnegative_float)
+    warmup_epochs: float = 0.0           # zoo train's flag is TrainOptions.warmup_epochs's
 
     def __post_init__(self):
         self.check_optimizer()

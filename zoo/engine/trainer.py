@@ -109,7 +109,8 @@ def model_parameters(symbol, input_names):
 
 def lr_scheduler(base_lr, steps_per_epoch, lr_steps, lr_factor, warmup_epochs):
     """Step decay at the given epochs after a linear warm-up, counted in updates."""
-    warmup = int(warmup_epochs * steps_per_epoch)
+    # a warm-up given in updates comes as a fraction of an epoch: not a float's rounding short
+    warmup = int(warmup_epochs * steps_per_epoch + 1e-9)
     steps = [max(int(e * steps_per_epoch), warmup + 1) for e in lr_steps]
     check_distinct_updates(lr_steps, steps, steps_per_epoch, warmup)
     common = dict(base_lr=base_lr, warmup_steps=warmup,

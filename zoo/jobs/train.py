@@ -38,10 +38,10 @@ from zoo.jobs import LOG_FORMAT
 from zoo.jobs.datasets import DataSplit
 from zoo.jobs.train_options import TrainOptions  # the job's options, defined without MXNet
 
-__all__ = ["LOG", "TrainOptions", "build_train_model", "data_census", "eval_command",
-           "fit_anchors", "last_batch", "learning_rate", "make_trainer", "open_data",
-           "resolved", "resume_prefix", "total_batch", "train", "training_batch",
-           "training_loader"]
+__all__ = ["LOG", "TrainOptions", "WARMUP_SHARE", "build_train_model", "data_census",
+           "eval_command", "fit_anchors", "last_batch", "learning_rate", "make_trainer",
+           "open_data", "resolved", "resume_prefix", "total_batch", "train", "training_batch",
+           "training_loader", "warm_up"]
 
 LOG = logging.getLogger("zoo.train")
 CLASSES_SHOWN = 8
@@ -59,6 +59,10 @@ fewer would make the lr schedule and warm-up, counted in steps, a handful of upd
 DROP_SHARE = 0.05
 """The share of an epoch's images a short last batch may leave out (a different few each
 epoch: the order is shuffled); with more left over, it is filled from the epoch's start."""
+WARMUP_SHARE = 0.5
+"""The most of a run's updates a default warm-up takes: a recipe's (500 updates) would
+outlast a short run on a small data set (10 epochs of 20 steps), which would then never
+train at its lr."""
 
 
 @dataclass(frozen=True)
@@ -104,9 +108,13 @@ def make_trainer(options, kvstore=None):
     model = build_train_model(options, train_set.class_names, train_set.category_ids)
     items = training_items(options, train_set)
     options, batch_note = training_batch(options, model, items, num_workers)
+    # the items the census and the fitted anchors measure: the tiles are cut once; the
+    # loader's steps count the default warm-up (its transform takes no anchors)
+    loader = training_loader(options, model, items, num_workers, rank)
     lr, lr_note = learning_rate(options, model.arch, num_workers)
-    LOG.info("%s", header_line(options, model, len(train_set), precision, note, lr_note,
-                               batch_note))
+    options, warmup_note = warm_up(options, model, len(loader))
+    LOG.info("%s", header_line(options, model, len(train_set), precision, note,
+                               ", ".join(filter(None, (lr_note, warmup_note))), batch_note))
     health = HealthReport()
     model, fit_line = fit_anchors(options, model, items, health)
     if fit_line:
@@ -115,8 +123,6 @@ def make_trainer(options, kvstore=None):
         LOG.info("first batch, as the network gets it: %s", picture_path(options.output_dir))
         for line in data_census(options, model, train_set, val_set, health, items):
             LOG.info("%s", line)
-    # the items the census and the fitted anchors measured: the tiles are cut once
-    loader = training_loader(options, model, items, num_workers, rank)
     if options.tiles:
         LOG.info("%s", tiles_line(loader))
     elif remainder_line(loader):
@@ -490,6 +496,32 @@ def learning_rate(options, arch, num_workers=1):
         return lr, "lr %g (the %s recipe's, at batch %d)" % (lr, arch.name, base_batch)
     return lr, ("lr %g (the %s recipe's %g at batch %d, scaled linearly to batch %d; --lr "
                 "keeps one)" % (lr, arch.name, base_lr, base_batch, batch))
+
+
+def warm_up(options, model, steps_per_epoch):
+    """``(options, note)``: the options with the run's ``warmup_epochs`` and, for its first
+    line, the default one's words (None for none). Given (``--warmup-epochs``) or with a
+    given ``--lr``, it is kept (none by default); a resumed run keeps its own; else the
+    warm-up of ``model``'s architecture
+    (:attr:`~zoo.architectures.base.Architecture.recipe_warmup`), counted in updates as the
+    recipes count it (whatever the data set), at most :data:`WARMUP_SHARE` of the run's
+    ``steps_per_epoch x epochs`` updates."""
+    if options.warmup_epochs is not None:
+        return options, None
+    _, _, run = resumed_run(options, model.name)
+    if (run or {}).get("warmup_epochs") is not None:
+        # a resume goes on as the run began, whatever its epochs now
+        return replace(options, warmup_epochs=run["warmup_epochs"]), None
+    arch = model.arch
+    total = steps_per_epoch * options.epochs
+    updates = 0 if options.lr is not None else min(arch.recipe_warmup,
+                                                   int(WARMUP_SHARE * total))
+    if not updates:
+        return replace(options, warmup_epochs=0.0), None
+    return replace(options, warmup_epochs=updates / steps_per_epoch), (
+        "warmed up from lr/10 over the first %d of its %d updates (the %s recipe's %d, at "
+        "most half the run; --warmup-epochs to choose)" % (
+            updates, total, arch.name, arch.recipe_warmup))
 
 
 def precision_words(precision, note=None):

@@ -19,9 +19,9 @@ from zoo.data.tiles import DEFAULT_EMPTY_TILES, MIN_KEPT
 from zoo.distributed.cluster import DEFAULT_CONNECT_TIMEOUT
 from zoo.engine.options import KV_STORES, OptimizerOptions, TrainerOptions
 from zoo.flags import (annotations_flag, data_root_flag, data_shape_flag, data_threads_flag,
-                       dataset_flag, flag, float_in, fraction, image_dir_flag, nonnegative_int,
-                       options_from, positive_float, positive_int, progress_flag,
-                       skip_bad_flag, tile_overlap_flag, tiles_flag)
+                       dataset_flag, flag, float_in, fraction, image_dir_flag, nonnegative_float,
+                       nonnegative_int, options_from, positive_float, positive_int,
+                       progress_flag, skip_bad_flag, tile_overlap_flag, tiles_flag)
 from zoo.flags import network as network_name  # "network" is the field's name
 
 __all__ = ["KV_STORES", "TrainOptions"]
@@ -36,7 +36,7 @@ class TrainOptions(TrainerOptions, OptimizerOptions):
     (:class:`~zoo.engine.options.OptimizerOptions`: ``optimizer``, ``lr``, ``momentum``,
     ``wd``, ``clip_gradient``, ``lr_steps``, ``lr_factor``, ``warmup_epochs``), and the data
     and the job's own below. Checked when the run starts (:func:`zoo.jobs.train.train`), once
-    ``lr`` and ``dtype`` are resolved."""
+    ``lr``, ``warmup_epochs`` and ``dtype`` are resolved."""
     network: Optional[str] = flag(       # None: init_from's stored config
         None, "registered model name or YAML config path (default with --init-from: the "
               "config its artifact stores)", type=network_name)
@@ -55,6 +55,10 @@ class TrainOptions(TrainerOptions, OptimizerOptions):
               "recipe lr scaled linearly to the total batch, --batch-size x dist_sync "
               "workers; the run's first line says which); gradients are averaged over devices "
               "and dist_sync workers", type=positive_float)
+    warmup_epochs: Optional[float] = flag(  # None: the recipe's (zoo.jobs.train.warm_up)
+        None, "epochs of linear warm-up from lr / 10 (default: with the recipe lr, the "
+              "architecture's recipe warm-up, counted in updates, at most half of the run's; "
+              "with --lr, none; the run's first line says which)", type=nonnegative_float)
     connect_timeout: Optional[float] = flag(
         None, "seconds a dist worker waits for its cluster before it fails (default: "
               "$ZOO_CONNECT_TIMEOUT, else %g)" % DEFAULT_CONNECT_TIMEOUT, type=positive_float)
