@@ -13,7 +13,10 @@ For each seed:
 2. The zoo trains from that artifact (``zoo train --init-from``, its own loader, augmentation,
    targets, loss and optimizer), a checkpoint after every epoch.
 3. GluonCV trains from the same file in a child process with its own components
-   (:mod:`zoo_bench.parity_gluoncv`), a parameter file after every epoch.
+   (:mod:`zoo_bench.parity_gluoncv`), a parameter file after every epoch, in the zoo's
+   batches of the same seed (:func:`paired_batches`), each image's augmentation seeded (its
+   draws GluonCV's own): the seed's run repeats, and both sides see the same images in the
+   same order.
 4. Every epoch of both is scored by ``zoo eval`` on the same held-out split (VOC07 mAP and
    COCO AP, pycocotools-checked); GluonCV's epochs are imported first, as step 1 did.
 
@@ -22,7 +25,7 @@ Both sides see the same images, input size, batch, epochs, augmentation and SGD 
 generator's (:mod:`zoo.data.embedded`, the ``hard`` preset by default), generated once in
 the work folder.
 The verdict compares the last epoch's held-out VOC07 mAP, mean over seeds, against a
-tolerance in points.
+tolerance in points, and gives the per-seed differences (:func:`paired_differences`).
 """
 import json
 import os
@@ -43,7 +46,8 @@ from zoo_bench import parity_rcnn
 from zoo_bench.options import PARITY_DEFAULTS
 from zoo_bench.parity_gluoncv import embedded_classes, gluon_ssd, seed_everything, train_step
 
-__all__ = ["ParityResult", "SSD_NETWORK", "benchmark_parity", "ssd_network", "verdict"]
+__all__ = ["ParityResult", "SSD_NETWORK", "benchmark_parity", "paired_batches",
+           "paired_differences", "ssd_network", "verdict"]
 
 SSD_NETWORK = dict(
     # make demo's network as GluonCV builds an SSD (get_ssd on its mobilenetv2_1.0): the
