@@ -13,7 +13,10 @@ For each seed:
 2. The zoo trains from that artifact (``zoo train --init-from``, its own loader, augmentation,
    targets, loss and optimizer), a checkpoint after every epoch.
 3. GluonCV trains from the same file in a child process with its own components
-   (:mod:`zoo_bench.parity_gluoncv`), a parameter file after every epoch.
+   (:mod:`zoo_bench.parity_gluoncv`), a parameter file after every epoch, in the zoo's
+   batches of the same seed (:func:`paired_batches`), each image's augmentation seeded (its
+   draws GluonCV's own): the seed's run repeats, and both sides see the same images in the
+   same order.
 4. Every epoch of both is scored by ``zoo eval`` on the same held-out split (VOC07 mAP and
    COCO AP, pycocotools-checked); GluonCV's epochs are imported first, as step 1 did.
 
@@ -22,7 +25,7 @@ Both sides see the same images, input size, batch, epochs, augmentation and SGD 
 generator's (:mod:`zoo.data.embedded`, the ``hard`` preset by default), generated once in
 the work folder.
 The verdict compares the last epoch's held-out VOC07 mAP, mean over seeds, against a
-tolerance in points.
+tolerance in points, and gives the per-seed differences (:func:`paired_differences`).
 """
 import json
 import os
@@ -43,7 +46,8 @@ from zoo_bench import parity_rcnn
 from zoo_bench.options import PARITY_DEFAULTS
 from zoo_bench.parity_gluoncv import embedded_classes, gluon_ssd, seed_everything, train_step
 
-__all__ = ["ParityResult", "SSD_NETWORK", "benchmark_parity", "ssd_network", "verdict"]
+__all__ = ["ParityResult", "SSD_NETWORK", "benchmark_parity", "paired_batches",
+           "paired_differences", "ssd_network", "verdict"]
 
 SSD_NETWORK = dict(
     # make demo's network as GluonCV builds an SSD (get_ssd on its mobilenetv2_1.0): the
@@ -124,9 +128,20 @@ def _mean_sd(values):
     return statistics.mean(values), (statistics.stdev(values) if len(values) > 1 else 0.0)
 
 
+def paired_differences(result):
+    """Per seed run on both sides, in the order of the zoo's runs: the zoo's final held-out
+    VOC07 mAP minus GluonCV's, in points. A seed gives both sides one start and one order of
+    images, so the spread of these differences, not the two sides' spreads, is what a
+    difference of the means rests on."""
+    theirs = {run.seed: run.final for run in result.runs if run.side == "gluoncv"}
+    return [100 * (run.final - theirs[run.seed]) for run in result.runs
+            if run.side == "zoo" and run.seed in theirs]
+
+
 def verdict(result, tolerance=None):
     """``{"line": ..., "passed": bool, ...}``: the zoo's mean final held-out VOC07 mAP against
-    GluonCV's, in points, passing when it is no more than ``tolerance`` points below."""
+    GluonCV's, in points, passing when it is no more than ``tolerance`` points below; the line
+    ends with the per-seed differences (:func:`paired_differences`), their mean ± sd."""
     tolerance = result.options["tolerance"] if tolerance is None else tolerance
     zoo_mean, zoo_sd = _mean_sd(result.finals("zoo"))
     theirs_mean, theirs_sd = _mean_sd(result.finals("gluoncv"))
@@ -149,7 +164,13 @@ def verdict(result, tolerance=None):
                 % (100 * max(differ)) if differ else "",
                 "both over the %.2g target" % target if not below else
                 "%s below the %.2g target" % (" and ".join(below), target)))
+    paired = paired_differences(result)
+    paired_mean, paired_sd = _mean_sd(paired) if paired else (None, None)
+    if paired:
+        line += "; paired by seed: %+.1f ± %.1f points (%s)" % (
+            paired_mean, paired_sd, ", ".join("%+.1f" % value for value in paired))
     return {"line": line, "passed": passed, "points": points, "zoo_mean": zoo_mean,
+            "paired": paired, "paired_mean": paired_mean, "paired_sd": paired_sd,
             "zoo_sd": zoo_sd, "gluoncv_mean": theirs_mean, "gluoncv_sd": theirs_sd,
             "steps_equal": not differ, "target": target, "over_target": not below}
 
@@ -398,18 +419,38 @@ def score(prefix, epoch, root, options):
     return results.voc["voc07"]["mAP"], results.coco["AP"]
 
 
-def train_zoo(options, seed, root, init_prefix, folder):
-    """The zoo's side: ``zoo train --init-from`` the imported start, every epoch scored."""
-    from zoo.engine.finetune import init_from
-    from zoo.jobs.train import build_train_model, train
+def zoo_train_options(options, seed, root, init_prefix, folder):
+    """The ``zoo train`` options of the zoo's side at ``seed``, from the imported start."""
     from zoo.jobs.train_options import TrainOptions
-    train_options = TrainOptions(
+    return TrainOptions(
         network=None, init_from=init_prefix, dataset="voc", data_root=root,
         data_shape=options.data_shape, batch_size=options.batch_size, epochs=options.epochs,
         val_split="", keep_last=options.epochs, output_dir=os.path.join(folder, "zoo"),
         overwrite=True, seed=seed, progress=options.progress, data_threads=options.data_workers,
         **({"max_expand": 1.0, "crop": False} if options.augmentation == "light" else {}),
         **sgd_settings(options))
+
+
+def paired_batches(train_options):
+    """The dataset indices of every batch of every epoch that ``zoo train`` with
+    ``train_options`` visits (its own loader, :func:`zoo.jobs.train.training_loader`, whose
+    order comes from the run's seed and epoch): ``[[[index, ...], ...], ...]``, one list a
+    epoch. GluonCV's side takes the same batches (:class:`zoo_bench.parity_gluoncv.
+    PairedBatches`), so a seed gives both sides the same images in the same order."""
+    from zoo.jobs.train import (build_train_model, open_split, training_items,
+                                training_loader)
+    items = training_items(train_options, open_split(train_options, train_options.train_split))
+    loader = training_loader(train_options, build_train_model(train_options,
+                                                              embedded_classes()), items)
+    return [[[int(index) for index in indices] for indices, _ in loader.batch_indices(epoch)]
+            for epoch in range(train_options.epochs)]
+
+
+def train_zoo(options, seed, root, init_prefix, folder):
+    """The zoo's side: ``zoo train --init-from`` the imported start, every epoch scored."""
+    from zoo.engine.finetune import init_from
+    from zoo.jobs.train import build_train_model, train
+    train_options = zoo_train_options(options, seed, root, init_prefix, folder)
     # Every array of the run's model comes from the imported start: none starts afresh.
     model = build_train_model(train_options, embedded_classes())
     summary = init_from(model, init_prefix, seed=seed)[2]
@@ -430,8 +471,9 @@ def train_zoo(options, seed, root, init_prefix, folder):
     return run
 
 
-def gluoncv_request(options, seed, root, init_params, folder):
-    """The request :mod:`zoo_bench.parity_gluoncv` reads, written to ``folder``."""
+def gluoncv_request(options, seed, root, init_params, folder, batches):
+    """The request :mod:`zoo_bench.parity_gluoncv` reads, written to ``folder``; ``batches``
+    those of :func:`paired_batches`."""
     os.makedirs(os.path.join(folder, "gluoncv"), exist_ok=True)
     request = {"architecture": options.architecture,
                "network": SIDES[options.architecture].network(options),
@@ -440,6 +482,7 @@ def gluoncv_request(options, seed, root, init_params, folder):
                "batch_size": options.batch_size, "data_workers": options.data_workers,
                "augmentation": options.augmentation,
                "seed": seed, "epochs": options.epochs, "sgd": sgd_settings(options),
+               "batches": batches,
                "prefix": os.path.join(folder, "gluoncv", options.architecture)}
     path = os.path.join(folder, "gluoncv-request.json")
     with open(path, "w") as f:
@@ -447,9 +490,11 @@ def gluoncv_request(options, seed, root, init_params, folder):
     return path
 
 
-def train_gluoncv(options, seed, root, init_params, folder, progress):
-    """GluonCV's side in its child process; each epoch's parameters imported and scored."""
-    request = gluoncv_request(options, seed, root, init_params, folder)
+def train_gluoncv(options, seed, root, init_params, init_prefix, folder, progress):
+    """GluonCV's side in its child process, in the zoo's batches of ``seed``
+    (:func:`paired_batches`); each epoch's parameters imported and scored."""
+    batches = paired_batches(zoo_train_options(options, seed, root, init_prefix, folder))
+    request = gluoncv_request(options, seed, root, init_params, folder, batches)
     env = child_environment(MXNET_ENGINE_TYPE=THREADED_ENGINE)
     env.pop("MXNET_ENGINE_TYPE_OVERRIDE", None)
     start = time.time()
@@ -496,7 +541,8 @@ def benchmark_parity(options, progress=print):
             if side == "zoo":
                 run = train_zoo(options, seed, root, init_prefix, folder)
             else:
-                run = train_gluoncv(options, seed, root, init_params, folder, progress)
+                run = train_gluoncv(options, seed, root, init_params, init_prefix, folder,
+                                    progress)
             runs.append(run)
             progress("%s seed %d: held-out VOC07 mAP by epoch %s (%.0f s)" % (
                 side, seed, ", ".join("%.3f" % e.voc07 for e in run.epochs), run.seconds))

@@ -14,8 +14,12 @@ given the network's anchors (colour distortion, expansion, IoU-constrained crop,
 resize, and the matching that makes the targets, in the data workers; with
 ``"augmentation": "light"`` its expansion and crop are made identities,
 :func:`without_zoom_and_crop`), ``Tuple(Stack(), Stack(), Stack())``,
-``gluon.data.DataLoader`` (shuffled, ``last_batch="rollover"``), ``SSDMultiBoxLoss`` and
-``gluon.Trainer`` (SGD) stepping by 1. The lr schedule is MXNet's
+``gluon.data.DataLoader`` (its forked workers), ``SSDMultiBoxLoss`` and ``gluon.Trainer``
+(SGD) stepping by 1. Paired with the zoo's side: the loader takes its batches from the request
+(the zoo's loader's batches at the same seed, :class:`PairedBatches`) rather than shuffling
+on its own, and each sample's augmentation is seeded by its epoch and index
+(:class:`SeededSamples`), so one seed's run repeats and both sides see the same images in the
+same order; the augmentation draws stay GluonCV's own. The lr schedule is MXNet's
 scheduler built as the zoo builds it (:func:`zoo.engine.trainer.lr_scheduler`), so both sides
 follow one schedule; GluonCV's script steps its lr by hand at given epochs, which this equals
 for a schedule without warm-up.
@@ -30,8 +34,8 @@ import mxnet as mx
 import numpy as np
 from mxnet import autograd, gluon
 
-__all__ = ["embedded_classes", "gluon_faster_rcnn", "gluon_ssd", "main", "rcnn_train_step",
-           "train_step"]
+__all__ = ["PairedBatches", "SeededSamples", "embedded_classes", "gluon_faster_rcnn",
+           "gluon_ssd", "main", "paired_loader", "rcnn_train_step", "train_step"]
 
 
 def embedded_classes():
@@ -143,6 +147,62 @@ def without_zoom_and_crop():
     experimental.bbox.random_crop_with_constraints = no_crop
 
 
+SAMPLE_STREAM = 1
+"""The last number of each sample's seed key ``[seed, epoch, index, SAMPLE_STREAM]``: the
+zoo's loader seeds each sample's RandomState with ``[seed, epoch, index]``, so GluonCV's
+augmentation draws from streams of its own, not the zoo's."""
+
+
+class SeededSamples(gluon.data.Dataset):
+    """``images`` through GluonCV's ``transform``, item ``(epoch, index)`` drawn from the
+    NumPy and Python random states seeded by ``[seed, epoch, index, SAMPLE_STREAM]`` just
+    before the transform runs: the transform (every draw of GluonCV's SSD and Faster R-CNN
+    presets is ``np.random`` or ``random``) then gives a sample the same augmentation
+    whichever forked worker makes it and in whatever order the workers take their batches.
+    (Unseeded, the workers start from one copied NumPy state and take batches as they
+    free up: one seed's run was not repeatable, BENCHMARKS.md.)"""
+
+    def __init__(self, images, transform, seed):
+        self.images, self.transform, self.seed = images, transform, seed
+
+    def __len__(self):
+        return len(self.images)
+
+    def __getitem__(self, key):
+        epoch, index = key
+        np.random.seed([self.seed, epoch, index, SAMPLE_STREAM])
+        random.seed(int(np.random.randint(2 ** 31)))
+        return self.transform(*self.images[index])
+
+
+class PairedBatches:
+    """A ``batch_sampler`` for ``gluon.data.DataLoader``: epoch k (the k-th ``iter``) yields
+    ``batches[k]``, the dataset indices of each of its batches, as ``(k, index)`` keys of
+    :class:`SeededSamples`. :func:`zoo_bench.parity.paired_batches` gives the zoo's loader's
+    batches of the same seed: both sides see the same images in the same order."""
+
+    def __init__(self, batches):
+        self.batches, self.epoch = batches, 0
+
+    def __iter__(self):
+        epoch, self.epoch = self.epoch, self.epoch + 1
+        for indices in self.batches[epoch]:
+            yield [(epoch, int(index)) for index in indices]
+
+    def __len__(self):
+        return len(self.batches[min(self.epoch, len(self.batches) - 1)])
+
+
+def paired_loader(request, images, transform, batchify):
+    """GluonCV's ``DataLoader`` (its forked workers, ``batchify``) over ``images`` through
+    ``transform``, in the request's batches (:class:`PairedBatches`), every sample's
+    augmentation seeded (:class:`SeededSamples`)."""
+    return gluon.data.DataLoader(
+        SeededSamples(images, transform, request["seed"]),
+        batch_sampler=PairedBatches(request["batches"]), batchify_fn=batchify,
+        num_workers=request["data_workers"])
+
+
 def _loader(request, net):
     from gluoncv.data.batchify import Stack, Tuple
     from gluoncv.data.transforms.presets.ssd import SSDDefaultTrainTransform
@@ -153,11 +213,8 @@ def _loader(request, net):
     with autograd.train_mode():
         _, _, anchors = net(mx.nd.zeros((1, 3, side, side)))
     transform = SSDDefaultTrainTransform(side, side, anchors.as_in_context(mx.cpu()))
-    loader = gluon.data.DataLoader(
-        images.transform(transform), request["batch_size"], shuffle=True,
-        batchify_fn=Tuple(Stack(), Stack(), Stack()), last_batch="rollover",
-        num_workers=request["data_workers"])
-    return loader, len(images)
+    return paired_loader(request, images, transform, Tuple(Stack(), Stack(), Stack())), \
+        len(images)
 
 
 def train(request, answer):
@@ -187,6 +244,13 @@ def train(request, answer):
             data, cls_targets, box_targets = (gluon.utils.split_and_load(field, [mx.cpu()])[0]
                                               for field in batch)
             terms = train_step(net, loss_fn, trainer, data, cls_targets, box_targets)
+            # The step done before the next begins: on the threaded engine two runs of one
+            # seed otherwise ended with the weights equal to the last bit and the batch
+            # norms' moving variances up to 18% apart (MKL-DNN's batch norm updates them in
+            # the backward pass from batch statistics the next forward of the statically
+            # allocated graph rewrites, as far as I can tell); the synchronous engine, or
+            # this wait, gives equal files.
+            mx.nd.waitall()
             if epoch == 1 and batches == 0:
                 print("gluoncv: initial loss %.3f (cls_loss %.3f, box_loss %.3f)"
                       % (sum(terms), terms[0], terms[1]), file=sys.stderr, flush=True)
@@ -212,11 +276,8 @@ def _rcnn_loader(request, net):
     transform = FasterRCNNDefaultTrainTransform(
         network["rcnn"]["short"], network["rcnn"]["max_size"], net, ashape=net.ashape,
         **network["rpn_targets"])
-    loader = gluon.data.DataLoader(
-        images.transform(transform), request["batch_size"], shuffle=True,
-        batchify_fn=FasterRCNNTrainBatchify(net, 1), last_batch="rollover",
-        num_workers=request["data_workers"])
-    return loader, len(images)
+    return paired_loader(request, images, transform, FasterRCNNTrainBatchify(net, 1)), \
+        len(images)
 
 
 def train_rcnn(request, answer):
@@ -240,6 +301,7 @@ def train_rcnn(request, answer):
         start, sums, batches = time.time(), np.zeros(4), 0
         for batch in loader:
             sums += rcnn_train_step(losses, trainer, on_cpu(batch), batch_size)
+            mx.nd.waitall()  # as train's: the moving statistics of the batch norms
             batches += 1
         path = "%s-%04d.params" % (request["prefix"], epoch)
         net.save_parameters(path)

@@ -2,6 +2,7 @@
 that they start equal, the verdict, and a whole run through the command line (slow)."""
 import json
 import os
+import random
 
 import mxnet as mx
 import numpy as np
@@ -202,8 +203,10 @@ first CI_EPOCHS epochs (about 8 minutes on 2 cores), failing when its step check
 held-out VOC07 mAP below GluonCV. The tolerance is what one seed's epoch 2 can resolve
 (BENCHMARKS.md, "Parity with GluonCV's training"): seed 0's zoo scored 0.308 (reproduced
 bit for bit), GluonCV's seeds 0.364-0.435 at epoch 2, and GluonCV's side at one seed moved
-by 9 points between two runs at epoch 1 (its data workers): a collapse fails, a few points
-do not."""
+by 9 points between two runs at epoch 1 (its data workers, before the sides were paired and
+its augmentation seeded): a collapse fails, a few points do not. Both sides now repeat at a
+seed and see the same images in the same order, so the tolerance can come down to a few
+standard deviations of the paired differences at epoch 2 once those are measured quiet."""
 
 
 @pytest.mark.accuracy
@@ -216,3 +219,101 @@ def test_the_zoo_trains_as_gluoncv_trains(tmp_path, capsys):
         verdict = json.load(f)["verdict"]
     assert code == 0, verdict["line"]
     assert verdict["passed"] and verdict["line"] in out
+
+
+def test_the_verdict_ends_with_the_differences_paired_by_seed():
+    # Seed by seed the zoo is 2, 0 and 4 points above: +2.0 ± 2.0 paired, whatever the two
+    # sides' own spreads (8 points of seeds each here).
+    verdict = parity.verdict(result_of([0.62, 0.70, 0.78], [0.60, 0.70, 0.74]))
+    assert verdict["paired"] == pytest.approx([2.0, 0.0, 4.0])
+    assert verdict["paired_mean"] == pytest.approx(verdict["points"])
+    assert verdict["line"].endswith("; paired by seed: +2.0 ± 2.0 points (+2.0, +0.0, +4.0)")
+
+
+@pytest.fixture(scope="module")
+def two_epochs(tmp_path_factory):
+    """The zoo's ``zoo train`` options of a 2-epoch run on 12 generated images, batch 4, at
+    seeds 0 and 1, and their :func:`zoo_bench.parity.paired_batches`."""
+    work = tmp_path_factory.mktemp("paired")
+    options = ParityBenchmarkOptions(data_shape=128, batch_size=4, num_train=12, num_val=2,
+                                     epochs=2, work_dir=str(work))
+    root = parity.generate_data(options)
+    folder = str(work / "seed0")
+    _, prefix, _ = parity.start_from(options, 0, root, folder)
+    runs = {seed: parity.zoo_train_options(options, seed, root, prefix, folder)
+            for seed in (0, 1)}
+    return runs, {seed: parity.paired_batches(run) for seed, run in runs.items()}
+
+
+def test_the_paired_batches_are_the_zoos_loaders_each_epoch(two_epochs):
+    from zoo.jobs.train import open_split
+    from zoo.data.factory import open_dataset
+    runs, batches = two_epochs
+    run, epochs = runs[0], batches[0]
+    assert len(epochs) == 2 and all(len(batch) == 4 for e in epochs for batch in e)
+    for epoch in epochs:  # every image once an epoch (12 at batch 4), in an order of its own
+        assert sorted(i for batch in epoch for i in batch) == list(range(12))
+    assert epochs[0] != epochs[1] and batches[1] != epochs  # by epoch and by seed
+    assert parity.paired_batches(run) == epochs
+    # The indices name the same image files in the zoo's training split and in the one
+    # GluonCV's side opens.
+    ours = [record.path for record in open_split(run, run.train_split).records]
+    theirs = [record.path for record in open_dataset("voc", run.data_root, "train").records]
+    assert ours == theirs
+
+
+def numbered(image, label):
+    """A stand-in transform: the image's number and the first NumPy and Python draws."""
+    return image, np.random.uniform(), random.random()
+
+
+def listed(samples):
+    return [list(sample) for sample in samples]
+
+
+def gluoncv_epochs(batches, seed, workers):
+    from mxnet import gluon
+    from zoo_bench.parity_gluoncv import paired_loader
+    images = [(index, None) for index in range(12)]
+    loader = paired_loader({"seed": seed, "batches": batches, "data_workers": workers}, images,
+                           numbered, listed)
+    assert isinstance(loader, gluon.data.DataLoader) and len(loader) == len(batches[0])
+    return [[sample for batch in loader for sample in batch] for _ in batches]
+
+
+def test_gluoncvs_loader_takes_the_paired_batches_with_seeded_draws(two_epochs):
+    # GluonCV's DataLoader, its 2 forked workers taking batches as they free up: the images
+    # come in the zoo's order, each with draws of its own (seed, epoch, image), the same in
+    # a second loader and in one without workers.
+    _, batches = two_epochs
+    epochs = gluoncv_epochs(batches[0], 0, 2)
+    for epoch, samples in zip(batches[0], epochs):
+        assert [s[0] for s in samples] == [i for batch in epoch for i in batch]
+    draws = [(s[1], s[2]) for samples in epochs for s in samples]
+    assert len(set(draws)) == len(draws)
+    assert gluoncv_epochs(batches[0], 0, 2) == epochs
+    assert gluoncv_epochs(batches[0], 0, 0) == epochs
+    assert gluoncv_epochs(batches[0], 1, 2) != epochs
+
+
+@pytest.mark.slow
+def test_one_seed_repeats_on_both_sides(tmp_path, capsys):
+    # The same command twice: the same held-out scores and losses, and GluonCV's side (its
+    # forked data workers, its threaded engine) writes the same parameters to the last bit.
+    flags = ["--seeds", "1", "--epochs", "1", "--num-train", "32", "--num-val", "8",
+             "--data-shape", "128", "--batch-size", "8"]
+    saved, params = [], []
+    for run in ("a", "b"):
+        work = str(tmp_path / run)
+        main(["benchmark-parity"] + flags + ["--work-dir", work])
+        with open(os.path.join(work, "parity_ssd.json")) as f:
+            saved.append(json.load(f)["runs"])
+        with open(os.path.join(work, "ssd_seed1", "gluoncv", "ssd-0001.params"), "rb") as f:
+            params.append(f.read())
+    capsys.readouterr()
+    assert [run["epochs"][0]["loss"] for run in saved[0]] == [
+        run["epochs"][0]["loss"] for run in saved[1]]
+    for first, second in zip(*saved):
+        for name in ("voc07", "coco_ap", "cls_loss", "box_loss"):
+            assert first["epochs"][0][name] == second["epochs"][0][name], (first["side"], name)
+    assert params[0] == params[1]
