@@ -7,7 +7,8 @@ or terrain textures, :func:`zoo.data.embedded.background`, under a sky gradient 
 foliage-like clusters of leaves), distractors of other shapes and colours that are not the
 class (:data:`zoo.data.embedded.DISTRACTORS` and the shapes classes), and 1-6 birds
 (:func:`draw_bird`: a body, head, beak, tail and folded or spread wings, turned and
-mirrored) each 1-5% of the photo's long side, then relit (:func:`zoo.data.embedded.relight`).
+mirrored) each 1-5% of the photo's long side and standing out from the ground it covers as
+real birds do (:data:`MIN_CONTRAST`), then relit (:func:`zoo.data.embedded.relight`).
 One class, ``bird``, COCO id 16. Every split is a folder of JPEGs and a COCO file of its
 own, ``WORK_DIR/SPLIT.json`` (``file_name`` relative to ``WORK_DIR/SPLIT``), boxes in the
 frame a viewer shows; every second photo of a split is stored turned with an EXIF
