@@ -156,3 +156,16 @@ def test_the_benchmark_runs_the_recipe_and_both_baselines_into_one_table(tmp_pat
     tiled = json.load(open(tmp_path / "scores" / "recipe-val.json"))
     assert tiled["tiles"]["size"] == 160, tiled
     assert json.load(open(tmp_path / "scores" / "whole-val.json"))["tiles"] is None
+
+
+@pytest.mark.parametrize("grey", [25, 90, 128, 170, 235])
+def test_every_bird_stands_out_from_the_background_it_covers(grey):
+    # Real birds stand out against sky, foliage or ground; a bird as dark as a dark ground or
+    # as brown as a brown one taught the SSD nothing (hand-cut tiles, VOC07 0.04).
+    for seed in range(40):
+        image = np.full((200, 200, 3), grey, np.uint8)
+        box = small_objects.draw_bird(np.random.RandomState(seed), image, 60, [])
+        x1, y1, x2, y2 = box
+        luma = image[y1:y2 + 1, x1:x2 + 1].astype(np.float32) @ np.float32([0.299, 0.587,
+                                                                            0.114])
+        assert np.abs(luma - grey).max() >= small_objects.MIN_CONTRAST - 1, (seed, grey)

@@ -433,12 +433,13 @@ def tiles_line(loader):
     tiled = loader.dataset
     items = tiled.epoch_items(loader.seed, loader.next_epoch)
     return ("tiles: %d-pixel tiles overlapping %g of the %d photos, each epoch %d windows of "
-            "%d photos (the whole photo and its tiles): the %d with a box, %d of the %d "
-            "without (--empty-tiles %g); validation scores whole photos run whole and in "
-            "these tiles, as zoo detect runs the artifact" % (
+            "%d photos (their tiles, and the %d whole photos holding a box too large for "
+            "a tile): the %d with a box, %d of the %d without (--empty-tiles %g); "
+            "validation scores whole photos run whole and in these tiles, as zoo detect "
+            "runs the artifact" % (
                 tiled.tiles.size, tiled.tiles.overlap, len(tiled.dataset), len(items),
-                len(tiled.epoch_photos(items)), len(tiled.boxed), len(items) - len(tiled.boxed),
-                len(tiled.empty), tiled.empty_tiles))
+                len(tiled.epoch_photos(items)), tiled.whole_photos(), len(tiled.boxed),
+                len(items) - len(tiled.boxed), len(tiled.empty), tiled.empty_tiles))
 
 
 def initial_params(options, model):

@@ -125,14 +125,16 @@ def test_a_cut_box_is_clipped_to_each_tile_and_maps_back_exactly(birds):
         np.testing.assert_allclose(inner, BIRD_COLOR, atol=12)
         np.testing.assert_array_equal(label[:, 1:5], record.boxes)
         assert (label[:, 0] == 0).all()
-    # The whole photo and the tiles holding all or half of the bird keep it; 7/40 is not.
-    assert kept == 3 and cut_away == 2
+    # The tiles holding all or half of the bird keep it; 7/40 is not. The whole photo is
+    # not trained: every box of it lies whole in a tile, which shows it larger.
+    assert kept == 2 and cut_away == 2
+    assert (0, 0, WIDTH, HEIGHT) not in tiled.windows
     assert (CUT_BIRD[0], CUT_BIRD[1], TILE, CUT_BIRD[3]) in parts  # clipped at the edge
     # Its parts merged back are the bird.
     merged = tuple(float(f(values)) for f, values in zip(
         (min, min, max, max), zip(*parts)))
     assert merged == CUT_BIRD
-    assert CUT_BIRD in parts  # the whole photo's window holds it whole
+    assert CUT_BIRD in parts  # the tile at (300, 266) holds it whole
 
 
 def test_every_photo_is_seen_every_epoch_with_the_stated_share_of_empty_tiles(birds):
@@ -143,8 +145,9 @@ def test_every_photo_is_seen_every_epoch_with_the_stated_share_of_empty_tiles(bi
     loader = training_loader(options, model, training_items(options, dataset))
     tiled = loader.dataset
     assert isinstance(tiled, TiledDataset)
-    # Windows are the whole photo and its tiles, as zoo detect --tiles runs them.
-    assert len(tiled) == len(dataset) * len(windows(WIDTH, HEIGHT, Tiling(TILE)))
+    # Windows are the tiles zoo detect --tiles runs (its whole-photo pass not trained: every
+    # bird lies whole in a tile).
+    assert len(tiled) == len(dataset) * (len(windows(WIDTH, HEIGHT, Tiling(TILE))) - 1)
     boxed = set(tiled.boxed.tolist())
     empties = int(round(DEFAULT_EMPTY_TILES * len(boxed)))
     drawn = []
@@ -158,3 +161,20 @@ def test_every_photo_is_seen_every_epoch_with_the_stated_share_of_empty_tiles(bi
         drawn.append(sorted(set(seen) - boxed))
     assert drawn[0] != drawn[1] or drawn[1] != drawn[2]  # empty tiles drawn afresh
     assert len(loader) == -(-(len(boxed) + empties) // 4)  # the last batch filled, not dropped
+
+
+def test_the_whole_photo_is_trained_only_for_a_box_no_tile_holds_whole(tmp_path):
+    # A bird of 500x300 pixels is larger than a 400-pixel tile's overlap: no tile holds it
+    # whole, so the whole photo (its only whole view, as in tiled detection) is trained; the
+    # other photos' small birds each lie whole in a tile, and their whole photos are not.
+    large = (300, 200, 800, 500)
+    path, _ = write_birds(str(tmp_path), "train", 3, seed=2, first=[large])
+    dataset = COCODataset(path, os.path.join(str(tmp_path), "photos"))
+    options = TrainOptions(network="ssd_mobilenetv2_stride8", data_shape=192, batch_size=4,
+                           tiles=TILE, data_threads=1, max_expand=1.0)
+    tiled = training_items(options, dataset)
+    whole = [(int(photo), record) for photo, window, record in zip(
+        tiled.photos, tiled.windows, tiled.records) if window == (0, 0, WIDTH, HEIGHT)]
+    assert [photo for photo, _ in whole] == [0]
+    assert large in [tuple(box) for box in whole[0][1].boxes]
+    assert tiled.whole_photos() == 1

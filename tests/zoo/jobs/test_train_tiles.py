@@ -70,6 +70,8 @@ def test_the_run_trains_every_photo_in_tiles_and_the_artifact_records_them(train
     line = next(m for m in messages if m.startswith("tiles: "))
     assert "%d-pixel tiles overlapping %g of the 4 photos" % (TILE, DEFAULT_OVERLAP) in line
     assert " windows of 4 photos " in line  # the photo without a bird too
+    # every bird lies whole in a tile: no whole photo is trained (its birds a few pixels)
+    assert "(their tiles, and the 0 whole photos holding a box too large for a tile)" in line
     assert any(m.startswith("epoch 1: validation VOC07 mAP ") for m in messages)
     with open(prefix + "-0001.json") as stream:
         assert json.load(stream)["tiles"] == {"size": TILE, "overlap": DEFAULT_OVERLAP}
