@@ -592,9 +592,9 @@ class SmallObjectsBenchmarkOptions:
     photos generated into ``work_dir`` (``train_images`` and ``val_images`` of ``width`` x
     ``height``, ``test_images`` of ``test_width`` x ``test_height``), then the recipe of
     docs/training.md: ``network`` trained at ``data_shape`` on ``tiles``-pixel tiles with
-    fitted anchors for ``epochs`` (``batch_size``, ``lr``), scored on the held-out whole
-    photos and on the test photos; beside it the same network on whole photos with its
-    config's anchors for ``baseline_epochs`` (0: not run). ``generate_only``: make the
+    its config's anchors for ``epochs`` (``batch_size``, ``lr``), scored on the held-out
+    whole photos and on the test photos; beside it the same network on tiles with fitted
+    anchors and on whole photos for ``baseline_epochs`` each (0: not run). ``generate_only``: make the
     photos, print their paths, train nothing."""
     work_dir: str = flag(os.path.join("output", "benchmark_small_objects"),
                          "where the photos are generated (kept for the next run) and the "
@@ -610,9 +610,10 @@ class SmallObjectsBenchmarkOptions:
     network: str = network_flag("ssd_mobilenetv2_stride8")
     data_shape: int = flag(192, "input side the network trains at", type=positive_int)
     tiles: int = flag(320, "tile side the recipe trains and detects in", type=positive_int)
-    epochs: int = flag(12, "epochs of the recipe's training", type=positive_int)
-    baseline_epochs: int = flag(6, "epochs of the training on whole photos with the config's "
-                                   "anchors (0: not run)", type=nonnegative_int)
+    epochs: int = flag(48, "epochs of the recipe's training", type=positive_int)
+    baseline_epochs: int = flag(6, "epochs of each run beside the recipe (tiles with fitted "
+                                   "anchors, whole photos; 0: not run)",
+                                type=nonnegative_int)
     batch_size: int = batch_size_flag(8)
     lr: Optional[float] = flag(None, "learning rate (default: the network's)",
                                type=positive_float)

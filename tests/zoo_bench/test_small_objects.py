@@ -116,7 +116,7 @@ def test_bad_options_are_one_line(tmp_path):
     assert "Traceback" not in done.stderr and "nope" in done.stderr, done.stderr
 
 
-ROW = re.compile(r"^(tiles 160 \+ --fit-anchors|tiles 160, config anchors|whole photos, "
+ROW = re.compile(r"^(tiles 160, config anchors|tiles 160 \+ --fit-anchors|whole photos, "
                  r"config anchors) +(\d+) +(\d+) +([-\d.]+) +([-\d.]+) +([-\d.]+) "
                  r"+([-\d.]+) +([-\d.]+) +([-\d.]+) +(\d+)$", re.M)
 
@@ -135,18 +135,19 @@ def test_the_benchmark_runs_the_recipe_and_both_baselines_into_one_table(tmp_pat
     for command in ("zoo check-data", "zoo train", "zoo eval", "zoo detect"):
         assert "$ %s --" % command in text, text
     assert re.search(r"^\$ zoo train .*--tiles 160 --fit-anchors", text, re.M), text
+    assert re.search(r"^\$ zoo train .*--tiles 160 --epochs 1 ", text, re.M), text  # recipe
     assert re.search(r"^\$ zoo detect .* --crops", text, re.M), text
     # the census of the whole photos at the input, from zoo check-data
     assert re.search(r"census: .*boxes at the 128x128 input", text), text
     rows = ROW.findall(text)
-    assert [row[0] for row in rows] == ["tiles 160 + --fit-anchors", "tiles 160, config anchors",
+    assert [row[0] for row in rows] == ["tiles 160, config anchors", "tiles 160 + --fit-anchors",
                                         "whole photos, config anchors"], text
     for row in rows:
         assert row[1] == "1" and int(row[2]) > 0, row
         for figure in row[3:9]:
             assert -1 <= float(figure) <= 1, row
     # each run's detections of the test photos, the crops counted in the table
-    for variant, row in zip(("recipe", "tiles", "whole"), rows):
+    for variant, row in zip(("recipe", "fitted", "whole"), rows):
         with open(tmp_path / "detect" / variant / "results.json") as stream:
             found = json.load(stream)
         assert len(found["images"]) == 2
