@@ -299,7 +299,9 @@ def test_a_ray_dataset_of_photo_bytes_writes_zoo_detects_records(prefix, photos,
     copy, there = tmp_path / "copy", str(tmp_path / "there")
     shutil.copytree(photos, copy)
     names = {str(copy / path.name): str(path) for path in photos.iterdir()}
-    ray.init(num_cpus=2, include_dashboard=False, object_store_memory=128 << 20)
+    # a Ray of its own: the module's cluster of earlier tests may still run
+    ray.init(address="local", num_cpus=2, include_dashboard=False,
+             object_store_memory=128 << 20)
     try:
         # its rows in its files' order, as zoo detect lists the folder: records follow it
         ray.data.DataContext.get_current().execution_options.preserve_order = True
