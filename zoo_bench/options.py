@@ -790,6 +790,9 @@ PARITY_ARCHITECTURES = tuple(PARITY_DEFAULTS)
 """What ``zoo benchmark-parity`` compares: SSD and Faster R-CNN C4."""
 PER_ARCHITECTURE = " (default: the architecture's, zoo_bench.options.PARITY_DEFAULTS)"
 PARITY_SIDES = ("zoo", "gluoncv")
+PARITY_INPUTS = ("own", "zoo")
+"""What GluonCV's side of ``zoo benchmark-parity`` trains on: its own input pipeline, or the
+zoo's loader's batches (the step compared alone, :class:`zoo_bench.parity_gluoncv.ZooBatches`)."""
 PARITY_AUGMENTATIONS = ("light", "ssd")
 """``ssd``: each side's SSD augmentation (GluonCV's ``SSDDefaultTrainTransform``, the zoo's
 default zoom-out to 4x and IoU-constrained crop); ``light``: the same without zoom-out and
@@ -835,6 +838,11 @@ class ParityBenchmarkOptions:
                  "zoom-out and crop made identities; the zoo's --max-expand 1 --no-crop, make "
                  "demo's); ssd: each side's whole SSD augmentation, zoom-out and crop too",
         choices=PARITY_AUGMENTATIONS)
+    gluoncv_input: str = flag(
+        "own", "GluonCV's training input: own (its SSD transform and DataLoader); zoo (the "
+               "zoo's loader's batches, their targets by GluonCV's generator: both sides train "
+               "on the same arrays and only the training step differs; SSD only)",
+        choices=PARITY_INPUTS)
     preset: str = flag("hard", "the embedded generator's preset (see docs/data.md)")
     num_train: int = flag(1500, "training images", type=positive_int)
     num_val: int = flag(200, "held-out images, scored after every epoch", type=positive_int)
@@ -877,5 +885,8 @@ class ParityBenchmarkOptions:
         if sorted(self.order) != sorted(PARITY_SIDES):
             raise OptionsError("order must name zoo and gluoncv once each, got %s"
                                % ",".join(self.order))
+        if self.gluoncv_input == "zoo" and self.architecture != "ssd":
+            raise OptionsError("gluoncv_input zoo trains GluonCV's SSD on the zoo's batches; "
+                               "%s takes its own input" % self.architecture)
         if not self.seeds or len(set(self.seeds)) != len(self.seeds):
             raise OptionsError("seeds must be distinct, at least one")

@@ -44,7 +44,8 @@ import numpy as np
 from zoo_bench import child_environment
 from zoo_bench import parity_rcnn
 from zoo_bench.options import PARITY_DEFAULTS
-from zoo_bench.parity_gluoncv import embedded_classes, gluon_ssd, seed_everything, train_step
+from zoo_bench.parity_gluoncv import (embedded_classes, gluon_ssd, seed_everything, ssd_targets,
+                                      train_step)
 
 __all__ = ["ParityResult", "SSD_NETWORK", "benchmark_parity", "paired_batches",
            "paired_differences", "ssd_network", "verdict"]
@@ -164,6 +165,8 @@ def verdict(result, tolerance=None):
                 % (100 * max(differ)) if differ else "",
                 "both over the %.2g target" % target if not below else
                 "%s below the %.2g target" % (" and ".join(below), target)))
+    if result.options.get("gluoncv_input") == "zoo":
+        line += " [GluonCV's step on the zoo's batches]"
     paired = paired_differences(result)
     paired_mean, paired_sd = _mean_sd(paired) if paired else (None, None)
     if paired:
@@ -313,18 +316,12 @@ def _gluoncv_steps(init_params, side, data, labels, sgd, steps):
     """GluonCV's losses ``(cls, box)`` per step: its target generator, ``SSDMultiBoxLoss``,
     ``gluon.Trainer``, on ``data`` again and again."""
     from gluoncv.loss import SSDMultiBoxLoss
-    from gluoncv.model_zoo.ssd.target import SSDTargetGenerator
     from mxnet import autograd, gluon
     net = gluon_ssd(ssd_network(side), embedded_classes())
     net.load_parameters(init_params, ctx=mx.cpu())
     with autograd.train_mode():
         _, _, anchors = net(mx.nd.zeros((1, 3, side, side)))
-    generator = SSDTargetGenerator(iou_thresh=0.5, stds=(0.1, 0.1, 0.2, 0.2),
-                                   negative_mining_ratio=-1)  # as SSDDefaultTrainTransform
-    targets = [generator(anchors, None, mx.nd.array(l[None, :, 1:5]),
-                         mx.nd.array(l[None, :, 0:1]))[:2] for l in labels]
-    cls_targets = mx.nd.stack(*[t[0][0] for t in targets])
-    box_targets = mx.nd.stack(*[t[1][0] for t in targets])
+    cls_targets, box_targets = ssd_targets(anchors, labels)
     net.hybridize(static_alloc=True, static_shape=True)
     trainer = gluon.Trainer(net.collect_params(), "sgd", {
         "learning_rate": sgd["lr"], "momentum": sgd["momentum"], "wd": sgd["wd"]})
@@ -471,16 +468,18 @@ def train_zoo(options, seed, root, init_prefix, folder):
     return run
 
 
-def gluoncv_request(options, seed, root, init_params, folder, batches):
+def gluoncv_request(options, seed, root, init_params, folder, batches, zoo_train=None):
     """The request :mod:`zoo_bench.parity_gluoncv` reads, written to ``folder``; ``batches``
-    those of :func:`paired_batches`."""
+    those of :func:`paired_batches`, ``zoo_train`` the zoo's side's ``TrainOptions`` (whose
+    loader ``--gluoncv-input zoo`` builds in the child)."""
     os.makedirs(os.path.join(folder, "gluoncv"), exist_ok=True)
     request = {"architecture": options.architecture,
                "network": SIDES[options.architecture].network(options),
                "classes": embedded_classes(),
                "init_params": init_params, "root": root, "split": "train",
                "batch_size": options.batch_size, "data_workers": options.data_workers,
-               "augmentation": options.augmentation,
+               "augmentation": options.augmentation, "input": options.gluoncv_input,
+               "zoo_train": options_json(zoo_train) if options.gluoncv_input == "zoo" else None,
                "seed": seed, "epochs": options.epochs, "sgd": sgd_settings(options),
                "batches": batches,
                "prefix": os.path.join(folder, "gluoncv", options.architecture)}
@@ -493,8 +492,9 @@ def gluoncv_request(options, seed, root, init_params, folder, batches):
 def train_gluoncv(options, seed, root, init_params, init_prefix, folder, progress):
     """GluonCV's side in its child process, in the zoo's batches of ``seed``
     (:func:`paired_batches`); each epoch's parameters imported and scored."""
-    batches = paired_batches(zoo_train_options(options, seed, root, init_prefix, folder))
-    request = gluoncv_request(options, seed, root, init_params, folder, batches)
+    train_options = zoo_train_options(options, seed, root, init_prefix, folder)
+    request = gluoncv_request(options, seed, root, init_params, folder,
+                              paired_batches(train_options), train_options)
     env = child_environment(MXNET_ENGINE_TYPE=THREADED_ENGINE)
     env.pop("MXNET_ENGINE_TYPE_OVERRIDE", None)
     start = time.time()

@@ -34,8 +34,9 @@ import mxnet as mx
 import numpy as np
 from mxnet import autograd, gluon
 
-__all__ = ["PairedBatches", "SeededSamples", "embedded_classes", "gluon_faster_rcnn",
-           "gluon_ssd", "main", "paired_loader", "rcnn_train_step", "train_step"]
+__all__ = ["PairedBatches", "SeededSamples", "ZooBatches", "embedded_classes",
+           "gluon_faster_rcnn", "gluon_ssd", "main", "paired_loader", "rcnn_train_step",
+           "ssd_targets", "train_step"]
 
 
 def embedded_classes():
@@ -217,6 +218,67 @@ def _loader(request, net):
         len(images)
 
 
+def ssd_targets(anchors, labels, scale=1.0):
+    """GluonCV's class and box targets ``(B, N)``, ``(B, N, 4)`` of a batch's ``labels``
+    (rows ``[class, x1, y1, x2, y2, ...]``, padded with -1, one array an image, the boxes in
+    pixels once multiplied by ``scale``): ``SSDTargetGenerator`` as
+    ``SSDDefaultTrainTransform`` builds it, given each image's boxes in pixels as the
+    transform gives them."""
+    from gluoncv.model_zoo.ssd.target import SSDTargetGenerator
+    generator = SSDTargetGenerator(iou_thresh=0.5, stds=(0.1, 0.1, 0.2, 0.2),
+                                   negative_mining_ratio=-1)
+    classes, boxes = [], []
+    for label in labels:
+        label = label[label[:, 0] >= 0]
+        cls_target, box_target, _ = generator(anchors, None,
+                                              mx.nd.array(label[None, :, 1:5] * scale),
+                                              mx.nd.array(label[None, :, 0:1]))
+        classes.append(cls_target[0])
+        boxes.append(box_target[0])
+    return mx.nd.stack(*classes), mx.nd.stack(*boxes)
+
+
+class ZooBatches:
+    """``--gluoncv-input zoo``: the zoo's loader's batches (its images, augmentation and
+    order: ``zoo train``'s own loader built from the request's ``zoo_train`` options) as
+    GluonCV's step takes them, ``(data, class targets, box targets)``, the targets made by
+    GluonCV's generator from the zoo's boxes (:func:`ssd_targets`). Both sides then train on
+    the same arrays: what differs is the training step alone."""
+
+    def __init__(self, request, anchors):
+        from zoo.jobs.train import build_train_model, open_split, training_items, \
+            training_loader
+        from zoo.jobs.train_options import TrainOptions
+        options = TrainOptions(**{key: tuple(value) if isinstance(value, list) else value
+                                  for key, value in request["zoo_train"].items()})
+        items = training_items(options, open_split(options, options.train_split))
+        self.images = len(items)
+        self.loader = training_loader(options, build_train_model(options, request["classes"]),
+                                      items)
+        self.anchors, self.side = anchors, request["network"]["side"]
+
+    def __len__(self):
+        return len(self.loader)
+
+    def __iter__(self):
+        for batch in self.loader:
+            yield (mx.nd.array(batch.data),) + ssd_targets(self.anchors, batch.label,
+                                                            self.side)
+
+
+def _zoo_loader(request, net):
+    side = request["network"]["side"]
+    with autograd.train_mode():
+        _, _, anchors = net(mx.nd.zeros((1, 3, side, side)))
+    batches = ZooBatches(request, anchors)
+    return batches, batches.images
+
+
+LOADERS = {"own": _loader, "zoo": _zoo_loader}
+"""GluonCV's input per ``--gluoncv-input``: its own transform and DataLoader, or the zoo's
+loader's batches."""
+
+
 def train(request, answer):
     """Train as the request says, writing a parameter file after every epoch."""
     from gluoncv.loss import SSDMultiBoxLoss
@@ -226,7 +288,7 @@ def train(request, answer):
         without_zoom_and_crop()
     net = gluon_ssd(request["network"], request["classes"])
     net.load_parameters(request["init_params"], ctx=mx.cpu())
-    loader, images = _loader(request, net)
+    loader, images = LOADERS[request.get("input", "own")](request, net)
     net.hybridize(static_alloc=True, static_shape=True)
     sgd = request["sgd"]
     steps_per_epoch = len(loader)

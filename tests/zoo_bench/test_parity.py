@@ -153,6 +153,8 @@ def test_the_picture_has_a_curve_per_side(tmp_path):
     (["--order", "zoo,zoo"], "order must name zoo and gluoncv once each"),
     (["--seeds", "1,1"], "seeds must be distinct"),
     (["--zoo-config", "negative_mining_ratio"], "FIELD=NUMBER"),
+    (["--architecture", "faster_rcnn", "--gluoncv-input", "zoo"],
+     "gluoncv_input zoo trains GluonCV's SSD on the zoo's batches"),
 ])
 def test_bad_options_are_one_line(flags, words, capsys):
     try:
@@ -260,6 +262,36 @@ def test_the_paired_batches_are_the_zoos_loaders_each_epoch(two_epochs):
     ours = [record.path for record in open_split(run, run.train_split).records]
     theirs = [record.path for record in open_dataset("voc", run.data_root, "train").records]
     assert ours == theirs
+
+
+def test_gluoncv_on_the_zoos_batches_trains_on_the_zoos_arrays(two_epochs):
+    # --gluoncv-input zoo: GluonCV's child takes the zoo loader's batches epoch by epoch (the
+    # same images, augmentation and order, to the last bit), their targets by GluonCV's
+    # generator from the zoo's boxes, every box given an anchor.
+    from zoo.jobs.train import build_train_model, open_split, training_items, training_loader
+    from zoo_bench import parity_gluoncv
+    runs, _ = two_epochs
+    run = runs[1]
+    net = parity.initialised_ssd(128)
+    with mx.autograd.train_mode():
+        _, _, anchors = net(mx.nd.zeros((1, 3, 128, 128)))
+    request = {"zoo_train": json.loads(json.dumps(parity.options_json(run))),
+               "classes": parity.embedded_classes(), "network": parity.ssd_network(128)}
+    theirs = parity_gluoncv.ZooBatches(request, anchors)
+    items = training_items(run, open_split(run, run.train_split))
+    ours = training_loader(run, build_train_model(run, parity.embedded_classes()), items)
+    assert len(theirs) == len(ours) == 3 and theirs.images == 12
+    for _ in range(run.epochs):
+        seen = 0
+        for (data, classes, boxes), batch in zip(theirs, ours):
+            assert np.array_equal(data.asnumpy(), batch.data)
+            expected = parity_gluoncv.ssd_targets(anchors, batch.label, 128)
+            assert np.array_equal(classes.asnumpy(), expected[0].asnumpy())
+            assert np.array_equal(boxes.asnumpy(), expected[1].asnumpy())
+            positives = (classes.asnumpy() > 0).sum(axis=1)
+            assert (positives >= (batch.label[:, :, 0] >= 0).sum(axis=1)).all()
+            seen += 1
+        assert seen == 3
 
 
 def numbered(image, label):

@@ -10,6 +10,7 @@ Examples:
     zoo benchmark-parity --architecture ssd
     zoo benchmark-parity --seeds 0 --epochs 3 --tolerance 3
     zoo benchmark-parity --architecture faster_rcnn --seeds 0 --epochs 1 --num-train 200
+    zoo benchmark-parity --gluoncv-input zoo     # both sides on the zoo's batches
 """
 from zoo.flags import add_flags
 from zoo_bench.options import ParityBenchmarkOptions
@@ -20,8 +21,8 @@ __all__ = ["add_arguments", "run"]
 def add_arguments(p):
     add_flags(p, ParityBenchmarkOptions, "architecture", "seeds", "epochs", "batch_size",
               "data_shape", "lr", "momentum", "wd", "lr_steps", "lr_factor", "warmup_epochs",
-              "augmentation", "preset", "num_train", "num_val", "data_seed", "data_workers",
-              "tolerance", "zoo_config", "order", "work_dir", "progress")
+              "augmentation", "gluoncv_input", "preset", "num_train", "num_val", "data_seed",
+              "data_workers", "tolerance", "zoo_config", "order", "work_dir", "progress")
 
 
 def run(args):
