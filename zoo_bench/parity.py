@@ -28,6 +28,7 @@ The verdict compares the last epoch's held-out VOC07 mAP, mean over seeds, again
 tolerance in points, and gives the per-seed differences (:func:`paired_differences`).
 """
 import json
+import math
 import os
 import shutil
 import statistics
@@ -170,8 +171,12 @@ def verdict(result, tolerance=None):
     paired = paired_differences(result)
     paired_mean, paired_sd = _mean_sd(paired) if paired else (None, None)
     if paired:
-        line += "; paired by seed: %+.1f ± %.1f points (%s)" % (
-            paired_mean, paired_sd, ", ".join("%+.1f" % value for value in paired))
+        # The standard error says what the seeds can resolve: a seed's trajectory is chaotic
+        # (a millionth of one start array moved a seed 6.5 points, BENCHMARKS.md).
+        line += "; paired by seed: %+.1f ± %.1f points (%s)%s" % (
+            paired_mean, paired_sd, ", ".join("%+.1f" % value for value in paired),
+            ", standard error %.1f" % (paired_sd / math.sqrt(len(paired)))
+            if len(paired) > 1 else "")
     return {"line": line, "passed": passed, "points": points, "zoo_mean": zoo_mean,
             "paired": paired, "paired_mean": paired_mean, "paired_sd": paired_sd,
             "zoo_sd": zoo_sd, "gluoncv_mean": theirs_mean, "gluoncv_sd": theirs_sd,

@@ -229,7 +229,8 @@ def test_the_verdict_ends_with_the_differences_paired_by_seed():
     verdict = parity.verdict(result_of([0.62, 0.70, 0.78], [0.60, 0.70, 0.74]))
     assert verdict["paired"] == pytest.approx([2.0, 0.0, 4.0])
     assert verdict["paired_mean"] == pytest.approx(verdict["points"])
-    assert verdict["line"].endswith("; paired by seed: +2.0 ± 2.0 points (+2.0, +0.0, +4.0)")
+    assert verdict["line"].endswith("; paired by seed: +2.0 ± 2.0 points (+2.0, +0.0, +4.0), "
+                                    "standard error 1.2")
 
 
 @pytest.fixture(scope="module")
