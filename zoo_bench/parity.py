@@ -27,6 +27,7 @@ the work folder.
 The verdict compares the last epoch's held-out VOC07 mAP, mean over seeds, against a
 tolerance in points, and gives the per-seed differences (:func:`paired_differences`).
 """
+import itertools
 import json
 import math
 import os
@@ -151,19 +152,23 @@ def verdict(result, tolerance=None):
     within = points >= -tolerance
     differ = [c["step_check"]["worst"] for c in result.start_checks
               if "step_check" in c and not c["step_check"]["equal"]]
-    passed = within and not differ
+    targets = [c["target_check"] for c in result.start_checks
+               if "target_check" in c and not c["target_check"]["equal"]]
+    passed = within and not differ and not targets
     seeds = len(result.finals("zoo"))
     target = PARITY_DEFAULTS[result.architecture]["target"]
     below = [side for side, mean in (("the zoo", zoo_mean), ("GluonCV", theirs_mean))
              if mean < target]
     line = ("parity %s: zoo %.3f ± %.3f, GluonCV %.3f ± %.3f over %d seed%s: %+.1f points (%s: "
-            "the zoo %s%s; %s)" % (
+            "the zoo %s%s%s; %s)" % (
                 result.architecture, zoo_mean, zoo_sd, theirs_mean, theirs_sd, seeds,
                 "" if seeds == 1 else "s", points, "PASS" if passed else "FAIL",
                 "within %g points of GluonCV or above" % tolerance if within else
                 "more than %g points below GluonCV" % tolerance,
                 "; its first steps on one batch differ from GluonCV's by up to %.2g%%"
                 % (100 * max(differ)) if differ else "",
+                "; its targets differ from GluonCV's beyond ties (%s)" % target_words(targets[0])
+                if targets else "",
                 "both over the %.2g target" % target if not below else
                 "%s below the %.2g target" % (" and ".join(below), target)))
     if result.options.get("gluoncv_input") == "zoo":
@@ -180,7 +185,8 @@ def verdict(result, tolerance=None):
     return {"line": line, "passed": passed, "points": points, "zoo_mean": zoo_mean,
             "paired": paired, "paired_mean": paired_mean, "paired_sd": paired_sd,
             "zoo_sd": zoo_sd, "gluoncv_mean": theirs_mean, "gluoncv_sd": theirs_sd,
-            "steps_equal": not differ, "target": target, "over_target": not below}
+            "steps_equal": not differ, "targets_equal": not targets, "target": target,
+            "over_target": not below}
 
 
 def generate_data(options):
@@ -396,6 +402,88 @@ def ssd_step_check(options, root, init_params, prefix, steps=STEP_CHECK_STEPS,
             "equal": worst <= tolerance}
 
 
+ZOO_TARGETS = "multibox_target_cls_target"
+"""The output of the zoo's SSD training graph holding each anchor's class target."""
+TARGET_CHECK_BATCHES = 20
+"""Batches of the zoo's first epoch the target check compares: 320 augmented images at the
+benchmark's batch of 16, 45 s beside another job on 2 cores (the whole epoch's 93 batches took 6
+minutes beside another job and gave the same verdict: BENCHMARKS.md)."""
+
+
+def ssd_target_check(options, root, init_params, prefix, train_options,
+                     batches=TARGET_CHECK_BATCHES):
+    """Prove the two sides' targets equal on what the runs train on: over the first
+    ``batches`` batches of the zoo's loader (``train_options``': its augmented images of
+    epoch 1), the positive anchors of the zoo's training graph (MXNet's ``MultiBoxTarget``,
+    in the artifact ``prefix``) against those of GluonCV's ``SSDTargetGenerator``
+    (:func:`ssd_targets`) on the same boxes, image by image. An anchor tied with another at a box's best IoU is the one known difference:
+    GluonCV's bipartite matcher takes every tied anchor, MXNet's the first. Returns
+    ``{"images", "boxes", "zoo", "gluoncv": positives, "differ", "ties", "unmatched": boxes
+    without a positive on the zoo's and on GluonCV's side, "equal": every difference a tie
+    and every box matched}``."""
+    from symbols.boxes import iou
+    from zoo import artifact
+    from zoo.jobs.train import build_train_model, open_split, training_items, training_loader
+    from zoo.model import build_model
+    side = options.data_shape
+    net = gluon_ssd(ssd_network(side), embedded_classes())
+    net.load_parameters(init_params, ctx=mx.cpu())
+    with mx.autograd.train_mode():
+        _, _, anchors = net(mx.nd.zeros((1, 3, side, side)))
+    centres = anchors[0].asnumpy()
+    corners = np.hstack([centres[:, :2] - centres[:, 2:] / 2, centres[:, :2] + centres[:, 2:] / 2])
+    items = training_items(train_options, open_split(train_options, train_options.train_split))
+    loader = training_loader(train_options, build_train_model(train_options, embedded_classes()),
+                             items)
+    meta = artifact.read_meta(prefix, 0)
+    files = artifact.epoch_files(prefix, 0)
+    args, aux = artifact.read_params(files.params, meta["params_sha256"], files.meta)
+    graph = build_model(meta["config"]).train_symbol().get_internals()[ZOO_TARGETS]
+    module, counts = None, dict.fromkeys(("images", "boxes", "zoo", "gluoncv", "differ",
+                                          "ties"), 0)
+    unmatched = [0, 0]
+    for batch in itertools.islice(loader.epoch(0), batches):
+        if module is None:
+            module = mx.mod.Module(graph, data_names=["data"], label_names=["label"],
+                                   context=mx.cpu())
+            module.bind(data_shapes=[("data", batch.data.shape)],
+                        label_shapes=[("label", batch.label.shape)], for_training=False)
+            module.set_params(args, aux, allow_missing=True, allow_extra=True)
+        module.forward(mx.io.DataBatch([mx.nd.array(batch.data)], [mx.nd.array(batch.label)]),
+                       is_train=False)
+        ours = module.get_outputs()[0].asnumpy() > 0
+        theirs = ssd_targets(anchors, batch.label, side)[0].asnumpy() > 0
+        for label, zoo_positive, gluoncv_positive in zip(batch.label, ours, theirs):
+            boxes = label[label[:, 0] >= 0, 1:5] * side
+            differ = np.nonzero(zoo_positive != gluoncv_positive)[0]
+            ties = 0
+            if len(boxes):  # an image without boxes has no positive on either side
+                overlaps = iou(corners, boxes)
+                best = overlaps.argmax(axis=1)
+                ties = sum(overlaps[a, best[a]] >= overlaps[:, best[a]].max() - 1e-6
+                           for a in differ)
+                for index, positive in enumerate((zoo_positive, gluoncv_positive)):
+                    unmatched[index] += len(boxes) - len(set(best[positive]))
+            counts["images"] += 1
+            counts["boxes"] += len(boxes)
+            counts["zoo"] += int(zoo_positive.sum())
+            counts["gluoncv"] += int(gluoncv_positive.sum())
+            counts["differ"] += len(differ)
+            counts["ties"] += int(ties)
+    return dict(counts, unmatched=unmatched,
+                equal=counts["differ"] == counts["ties"] and not any(unmatched))
+
+
+def target_words(check):
+    """A target check in words, for the progress line and the verdict."""
+    return ("over the zoo's first %d images (%d boxes): %d positive anchors on the "
+            "zoo's side, %d on GluonCV's; %d differ, %d of them ties at a box's best IoU%s" % (
+                check["images"], check["boxes"], check["zoo"], check["gluoncv"],
+                check["differ"], check["ties"],
+                "; boxes without a positive: %d on the zoo's side, %d on GluonCV's"
+                % tuple(check["unmatched"]) if any(check["unmatched"]) else ""))
+
+
 def step_terms(check):
     """A step check's terms step by step, GluonCV's then the zoo's: ``GluonCV class a, b, c,
     box ...; the zoo class ...``."""
@@ -542,6 +630,13 @@ def benchmark_parity(options, progress=print):
             seed, len(steps["steps"]), "the same losses on both sides" if steps["equal"]
             else "the losses DIFFER by up to %.2g%%" % (100 * steps["worst"]),
             step_terms(steps)))
+        if SIDES[options.architecture].target_check is not None:
+            targets = SIDES[options.architecture].target_check(
+                options, root, init_params, init_prefix,
+                zoo_train_options(options, seed, root, init_prefix, folder))
+            checks[-1]["target_check"] = targets
+            progress("seed %d: targets %s: %s" % (seed, target_words(targets),
+                     "the same" if targets["equal"] else "they DIFFER beyond ties"))
         for side in options.order:
             if side == "zoo":
                 run = train_zoo(options, seed, root, init_prefix, folder)
@@ -566,15 +661,18 @@ class Architecture:
     """What differs per architecture: ``start(options, folder, params)`` (GluonCV's
     initialised network saved to ``params`` and imported: ``(net, prefix, zeros the import
     adds)``), ``step_check(options, root, params, prefix)``, ``network(options)`` (the
-    child's network request) and ``import_epoch(options, params, prefix)``."""
+    child's network request), ``import_epoch(options, params, prefix)`` and
+    ``target_check(options, root, params, prefix, zoo train options)`` (None: none)."""
     start: object
     step_check: object
     network: object
     import_epoch: object
+    target_check: object = None
 
 
 SIDES = {"ssd": Architecture(ssd_start, ssd_step_check,
-                             lambda options: ssd_network(options.data_shape), import_ssd_epoch),
+                             lambda options: ssd_network(options.data_shape), import_ssd_epoch,
+                             ssd_target_check),
          "faster_rcnn": Architecture(parity_rcnn.start, parity_rcnn.step_check,
                                      parity_rcnn.network_request, parity_rcnn.import_epoch)}
 """Each architecture's :class:`Architecture` (the table's keys are

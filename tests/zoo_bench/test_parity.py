@@ -120,6 +120,30 @@ def test_a_changed_zoo_recipe_fails_the_step_check(tiny_start, tmp_path):
     assert check["steps"][0][:2] == pytest.approx(check["steps"][0][2:], rel=1e-4)
 
 
+def test_the_targets_of_the_zoos_first_epoch_are_gluoncvs_but_for_ties(tiny_start, tmp_path):
+    # Over the zoo loader's augmented batches, the zoo's training graph and GluonCV's target
+    # generator give the same positive anchors but for ties; a zoo recipe matching at IoU 0.3
+    # (GluonCV's 0.5) gives more, and the check and the verdict say so.
+    options, root, params, prefix = tiny_start
+    folder = str(tmp_path / "seed0")
+    check = parity.ssd_target_check(options, root, params, prefix, parity.zoo_train_options(
+        options, 0, root, prefix, folder))
+    assert check["equal"] and check["images"] == 4 and check["boxes"] > 4
+    assert check["zoo"] > check["boxes"] and check["differ"] == check["ties"]
+    net = parity.gluon_ssd(parity.ssd_network(256), parity.embedded_classes())
+    net.load_parameters(params)
+    changed = parity.import_gluon(net, 256, str(tmp_path / "ssd"), params,
+                                  overlap_threshold=0.3)
+    broken = parity.ssd_target_check(options, root, params, changed, parity.zoo_train_options(
+        options, 0, root, changed, folder))
+    assert not broken["equal"] and broken["zoo"] > check["zoo"]
+    assert broken["differ"] > broken["ties"]
+    result = result_of([0.7], [0.7])
+    result.start_checks.append({"seed": 0, "target_check": broken})
+    verdict = parity.verdict(result)
+    assert not verdict["passed"] and "targets differ from GluonCV's beyond ties" in verdict["line"]
+
+
 def result_of(zoo_finals, gluoncv_finals, tolerance=1.0):
     runs = [parity.SideRun(side, seed, [parity.EpochScore(1, value, value / 2)])
             for side, finals in (("zoo", zoo_finals), ("gluoncv", gluoncv_finals))
