@@ -12,6 +12,7 @@ from typing import Optional
 from zoo import artifact, runlock
 from zoo.engine import finetune, memory
 from zoo.data import DetectionLoader, inference_transform, train_transform
+from zoo.data.factory import needs_root
 from zoo.data.tiles import TiledDataset, tiling
 from zoo.distributed.cluster import create_dist_kvstore, is_distributed, is_synchronous
 from zoo.engine.health import census
@@ -532,12 +533,15 @@ def precision_words(precision, note=None):
 
 def eval_command(options, prefix):
     """The ``zoo eval`` command line that scores the artifact at ``prefix`` on the run's
-    validation split (its training split if it had none)."""
+    validation split (its training split if it had none), found by the flags the run found
+    its data by: a COCO split named by both its file and its folder reads no root, so the
+    command carries none (a default one would name a folder the run never read)."""
+    root = (options.data_root if needs_root(options.dataset, options.annotations,
+                                             options.image_dir) else None)
     flags = ["--checkpoint", prefix,
              "--dataset", "voc" if options.dataset == "embedded" else options.dataset,
-             "--data-root", options.data_root, "--split",
-             options.val_split or options.train_split]
-    for flag, value in (("--annotations", options.annotations),
+             "--split", options.val_split or options.train_split]
+    for flag, value in (("--data-root", root), ("--annotations", options.annotations),
                         ("--image-dir", options.image_dir)):
         flags += [flag, value] if value else []
     return "zoo eval " + " ".join(shlex.quote(flag) for flag in flags)
