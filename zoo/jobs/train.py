@@ -147,8 +147,9 @@ def make_trainer(options, kvstore=None):
 
 def make_overfit_trainer(options, kvstore=None):
     """The :class:`Trainer` of ``--overfit-batch``: up to ``overfit_batch`` steps on the first
-    ``batch_size`` images of the training split, resized as for inference (no augmentation),
-    no weight decay, no lr schedule; it writes no checkpoint."""
+    ``batch_size`` items the run would train (:func:`training_items`: images of the training
+    split, or with ``--tiles`` the windows of its first epoch, in order), resized as for
+    inference (no augmentation), no weight decay, no lr schedule; it writes no checkpoint."""
     for flag, value in (("--resume", options.resume), ("--reference", options.reference),
                         ("--kv-store", options.kv_store if kvstore is not None else "")):
         if value:
@@ -156,19 +157,24 @@ def make_overfit_trainer(options, kvstore=None):
                                "alone: drop %s %s" % (flag, value))
     precision, note = resolve_dtype(options.dtype, options.ctx)
     train_set = data_split(options, options.train_split).open()
-    check_batch_size(options, len(train_set), 1)
+    check_batch_size(options, len(train_set), 1)  # an epoch has a window of every photo
     model = build_train_model(options, train_set.class_names, train_set.category_ids)
-    options, _ = training_batch(options, model, train_set)
+    items = training_items(options, train_set)
+    options, _ = training_batch(options, model, items)
     lr, lr_note = learning_rate(options, model.arch)
-    LOG.info("overfit-batch: up to %d steps of %s on the first %d images of %s, without "
+    # The tiles, not whole photos, are what a tiled run must learn: its objects are small.
+    what = "images" if options.tiles is None else "windows"
+    LOG.info("overfit-batch: up to %d steps of %s on the first %d %s%s of %s, without "
              "augmentation or weight decay, %s, %s", options.overfit_batch, model.name,
-             options.batch_size, data_split(options, options.train_split),
-             precision_words(precision, note), lr_note)
+             options.batch_size, what, "" if options.tiles is None else
+             " (%d-pixel tiles, as the run trains them)" % options.tiles,
+             data_split(options, options.train_split), precision_words(precision, note),
+             lr_note)
     loader = OneBatchLoader(DetectionLoader(
-        train_set, options.batch_size, inference_transform(model.preprocessing()),
+        items, options.batch_size, inference_transform(model.preprocessing()),
         shuffle=False, seed=options.seed, num_workers=options.data_threads,
-        max_objects=max(1, max(len(r.class_ids) for r in train_set.records)),
-        skip_bad=options.skip_bad), options.overfit_batch)
+        max_objects=max_objects(items), skip_bad=options.skip_bad), options.overfit_batch,
+        what)
     hooks = [DivergenceCheck(os.path.join(options.output_dir, model.name)),
              OverfitCheck(loader)] + ([ProgressBar()] if options.progress else [])
     return Trainer(model, loader, replace(resolved(options, lr, precision), epochs=1, wd=0.0,
