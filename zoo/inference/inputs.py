@@ -19,7 +19,7 @@ from zoo.errors import DataError, OptionsError
 from zoo.inference.runner import EncodedImage, ReducedImage, photo
 
 __all__ = ["ExpandedInputs", "IMAGE_EXTENSIONS", "REASONS", "VIDEO_EXTENSIONS", "Input",
-           "InputImages", "Skipped", "expand_inputs"]
+           "InputImages", "Skipped", "expand_inputs", "skipped_entry", "subfolder_skipped"]
 
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp", ".gif")
 """Files a folder contributes as images (any case); a GIF is read as its first frame."""
@@ -82,6 +82,30 @@ def output_skipped(path):
                    % path)
 
 
+def subfolder_skipped(path):
+    """The :class:`Skipped` of a subfolder a listing without ``--recursive`` leaves out."""
+    return Skipped(path, "subfolder", "%s: a subfolder, not searched (--recursive searches "
+                                      "it)" % path)
+
+
+def skipped_entry(name, path, regular=True, unread_videos=None):
+    """The :class:`Skipped` of a file ``name`` found listing a folder or an object store's
+    prefix (``path``, its path there), or None for an input (an image or video): it is left
+    out when hidden, not a ``regular`` file (a broken link) or of another type.
+    ``unread_videos``: None where videos are read, else the words saying why one is not (as
+    the type it is)."""
+    if hidden(path):
+        return Skipped(name, "hidden", "%s: a hidden file (a name starting with a dot), not "
+                                       "read" % name)
+    if not regular:
+        return Skipped(name, "unreadable", "%s: not a regular file (a broken link?)" % name)
+    video = is_video(path)
+    if path.lower().endswith(IMAGE_EXTENSIONS) or (video and unread_videos is None):
+        return None
+    return Skipped(name, "type", "%s: not a type zoo detect reads (%s)" % (
+        name, unread_videos if video else extension(path)))
+
+
 @dataclass(frozen=True)
 class FolderScan:
     """What one listing of a folder gives: ``files``, its images and videos (sorted);
@@ -119,8 +143,7 @@ def folder_files(folder, recursive, output):
             elif is_inside(path, output):
                 left_out.append(output_skipped(path))
             elif not recursive:
-                left_out.append(Skipped(path, "subfolder", "%s: a subfolder, not searched "
-                                        "(--recursive searches it)" % path))
+                left_out.append(subfolder_skipped(path))
             else:
                 kept.append(name)
         folders[:] = kept
@@ -139,17 +162,11 @@ def scan_folder(folder, recursive, output=None):
     paths, left_out = folder_files(folder, recursive, output)
     files = []
     for path in sorted(paths):
-        if hidden(path):
-            left_out.append(Skipped(path, "hidden", "%s: a hidden file (a name starting with "
-                                                    "a dot), not read" % path))
-        elif not os.path.isfile(path):
-            left_out.append(Skipped(path, "unreadable", "%s: not a regular file (a broken "
-                                                        "link?)" % path))
-        elif is_input_name(path):
+        skipped = skipped_entry(path, path, regular=os.path.isfile(path))
+        if skipped is None:
             files.append(path)
         else:
-            left_out.append(Skipped(path, "type", "%s: not a type zoo detect reads (%s)"
-                                    % (path, extension(path))))
+            left_out.append(skipped)
     return FolderScan(tuple(files), tuple(left_out), left_out_notice(folder, left_out))
 
 

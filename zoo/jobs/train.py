@@ -12,6 +12,7 @@ from typing import Optional
 from zoo import artifact, runlock
 from zoo.engine import finetune, memory
 from zoo.data import DetectionLoader, inference_transform, train_transform
+from zoo.data.factory import needs_root
 from zoo.data.tiles import TiledDataset, tiling
 from zoo.distributed.cluster import create_dist_kvstore, is_distributed, is_synchronous
 from zoo.engine.health import census
@@ -146,8 +147,9 @@ def make_trainer(options, kvstore=None):
 
 def make_overfit_trainer(options, kvstore=None):
     """The :class:`Trainer` of ``--overfit-batch``: up to ``overfit_batch`` steps on the first
-    ``batch_size`` images of the training split, resized as for inference (no augmentation),
-    no weight decay, no lr schedule; it writes no checkpoint."""
+    ``batch_size`` items the run would train (:func:`training_items`: images of the training
+    split, or with ``--tiles`` the windows of its first epoch, in order), resized as for
+    inference (no augmentation), no weight decay, no lr schedule; it writes no checkpoint."""
     for flag, value in (("--resume", options.resume), ("--reference", options.reference),
                         ("--kv-store", options.kv_store if kvstore is not None else "")):
         if value:
@@ -155,19 +157,24 @@ def make_overfit_trainer(options, kvstore=None):
                                "alone: drop %s %s" % (flag, value))
     precision, note = resolve_dtype(options.dtype, options.ctx)
     train_set = data_split(options, options.train_split).open()
-    check_batch_size(options, len(train_set), 1)
+    check_batch_size(options, len(train_set), 1)  # an epoch has a window of every photo
     model = build_train_model(options, train_set.class_names, train_set.category_ids)
-    options, _ = training_batch(options, model, train_set)
+    items = training_items(options, train_set)
+    options, _ = training_batch(options, model, items)
     lr, lr_note = learning_rate(options, model.arch)
-    LOG.info("overfit-batch: up to %d steps of %s on the first %d images of %s, without "
+    # The tiles, not whole photos, are what a tiled run must learn: its objects are small.
+    what = "images" if options.tiles is None else "windows"
+    LOG.info("overfit-batch: up to %d steps of %s on the first %d %s%s of %s, without "
              "augmentation or weight decay, %s, %s", options.overfit_batch, model.name,
-             options.batch_size, data_split(options, options.train_split),
-             precision_words(precision, note), lr_note)
+             options.batch_size, what, "" if options.tiles is None else
+             " (%d-pixel tiles, as the run trains them)" % options.tiles,
+             data_split(options, options.train_split), precision_words(precision, note),
+             lr_note)
     loader = OneBatchLoader(DetectionLoader(
-        train_set, options.batch_size, inference_transform(model.preprocessing()),
+        items, options.batch_size, inference_transform(model.preprocessing()),
         shuffle=False, seed=options.seed, num_workers=options.data_threads,
-        max_objects=max(1, max(len(r.class_ids) for r in train_set.records)),
-        skip_bad=options.skip_bad), options.overfit_batch)
+        max_objects=max_objects(items), skip_bad=options.skip_bad), options.overfit_batch,
+        what)
     hooks = [DivergenceCheck(os.path.join(options.output_dir, model.name)),
              OverfitCheck(loader)] + ([ProgressBar()] if options.progress else [])
     return Trainer(model, loader, replace(resolved(options, lr, precision), epochs=1, wd=0.0,
@@ -532,12 +539,15 @@ def precision_words(precision, note=None):
 
 def eval_command(options, prefix):
     """The ``zoo eval`` command line that scores the artifact at ``prefix`` on the run's
-    validation split (its training split if it had none)."""
+    validation split (its training split if it had none), found by the flags the run found
+    its data by: a COCO split named by both its file and its folder reads no root, so the
+    command carries none (a default one would name a folder the run never read)."""
+    root = (options.data_root if needs_root(options.dataset, options.annotations,
+                                             options.image_dir) else None)
     flags = ["--checkpoint", prefix,
              "--dataset", "voc" if options.dataset == "embedded" else options.dataset,
-             "--data-root", options.data_root, "--split",
-             options.val_split or options.train_split]
-    for flag, value in (("--annotations", options.annotations),
+             "--split", options.val_split or options.train_split]
+    for flag, value in (("--data-root", root), ("--annotations", options.annotations),
                         ("--image-dir", options.image_dir)):
         flags += [flag, value] if value else []
     return "zoo eval " + " ".join(shlex.quote(flag) for flag in flags)

@@ -114,9 +114,10 @@ class TrainOptions(TrainerOptions, OptimizerOptions):
             "falls behind by more than a band", metavar="RUN")
     overfit_batch: Optional[int] = flag(  # zoo.engine.health.overfit
         None, "sanity mode: train up to STEPS steps on one fixed batch (the first --batch-size "
-              "images of the training split, no augmentation, no weight decay, no lr schedule, "
-              "no checkpoint) and pass once the loss is below %g%%%% of its start, else fail "
-              "naming the loss it reached" % (100 * OVERFIT_FRACTION),
+              "images of the training split, with --tiles the first windows of its tiles, "
+              "no augmentation, no weight decay, no lr schedule, no checkpoint) and pass once "
+              "the loss is below %g%%%% of its start, else fail naming the loss it reached"
+              % (100 * OVERFIT_FRACTION),
         type=positive_int, metavar="STEPS")
 
     def __post_init__(self):

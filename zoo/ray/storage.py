@@ -9,7 +9,7 @@ import os
 import re
 
 from zoo.errors import DataError, OptionsError
-from zoo.inference.inputs import IMAGE_EXTENSIONS, VIDEO_EXTENSIONS, Input, Skipped, hidden
+from zoo.inference.inputs import Input, skipped_entry, subfolder_skipped
 
 __all__ = ["ENDPOINT_VARIABLE", "SCHEMES", "is_url", "list_url", "read_url"]
 
@@ -70,19 +70,15 @@ def list_url(url, recursive):
         name = "%s://%s" % (scheme, entry.path)
         if entry.type != fs.FileType.File:
             if not recursive:  # with recursive, its objects are listed
-                left_out.append(Skipped(name, "subfolder", "%s: a subfolder, not searched "
-                                        "(--recursive searches it)" % name))
+                left_out.append(subfolder_skipped(name))
             continue
-        if hidden(entry.path):
-            left_out.append(Skipped(name, "hidden", "%s: a hidden file (a name starting with "
-                                                    "a dot), not read" % name))
-        elif entry.path.lower().endswith(IMAGE_EXTENSIONS):
+        # A video is a type not read: frames are decoded from a local file.
+        skipped = skipped_entry(name, entry.path,
+                                unread_videos="a video (not read from an object store)")
+        if skipped is None:
             inputs.append(Input(name))
         else:
-            kind = "a video (not read from an object store)" if entry.path.lower().endswith(
-                VIDEO_EXTENSIONS) else os.path.splitext(entry.path)[1] or "no extension"
-            left_out.append(Skipped(name, "type", "%s: not a type zoo detect reads (%s)"
-                                    % (name, kind)))
+            left_out.append(skipped)
     return inputs, left_out
 
 

@@ -183,3 +183,31 @@ def test_an_exported_file_runs_the_tiles_its_artifact_was_trained_on(
     assert whole["settings"]["tiles"] is None
     assert ([len(image["detections"]) for image in results["images"]]
             != [len(image["detections"]) for image in whole["images"]])
+
+
+def overfit_run(folder, output, capsys, *flags):
+    """``zoo train --overfit-batch`` on the first 2 items of ``folder``'s training file:
+    the loss of its first step (from the line it passes with) and that line."""
+    assert main(["train", "--network", NETWORK, "--dataset", "coco", "--annotations",
+                 os.path.join(folder, "train.json"), "--image-dir",
+                 os.path.join(folder, "photos"), "--val-split", "", "--data-shape", "192",
+                 "--batch-size", "2", "--overfit-batch", "40", "--optimizer", "adam",
+                 "--lr", "0.001", "--data-threads", "1", "--output-dir", output,
+                 *flags]) == 0
+    line = capsys.readouterr().out.strip().splitlines()[-1]
+    assert line.startswith("overfit-batch passed: the loss went from "), line
+    return float(line.split()[6]), line
+
+
+def test_overfit_batch_memorises_the_tiles_a_tiled_run_trains(tmp_path, capsys):
+    """``--overfit-batch`` with ``--tiles`` proves the network learns what the run will train
+    on, the birds large in their tiles: its batch is the first two windows of the epoch, the
+    photo's first two tiles (a bird in each), not the two whole photos, the birds a few
+    pixels there (another batch, another loss)."""
+    folder = str(tmp_path)
+    write_birds(folder, "train", 2, seed=4, first=[(100, 100, 150, 140), (450, 100, 500, 140)])
+    tiled, line = overfit_run(folder, str(tmp_path / "tiled"), capsys, "--tiles", str(TILE))
+    assert line.endswith(" on one batch of 2 windows"), line
+    whole, line = overfit_run(folder, str(tmp_path / "whole"), capsys)
+    assert line.endswith(" on one batch of 2 images"), line
+    assert tiled != pytest.approx(whole, rel=0.01)

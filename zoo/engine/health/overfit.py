@@ -30,11 +30,13 @@ class OverfitFailed(TrainingError):
 
 class OneBatchLoader:
     """The first batch of ``loader`` (a :class:`zoo.data.DetectionLoader`, epoch 0), given
-    ``steps`` times an epoch until :meth:`finish` is called."""
+    ``steps`` times an epoch until :meth:`finish` is called. ``items`` names what its
+    samples are in the check's lines: whole images, or the tiles a tiled run trains."""
 
-    def __init__(self, loader, steps):
+    def __init__(self, loader, steps, items="images"):
         with contextlib.closing(loader.epoch(0)) as batches:
             self.batch = next(batches)
+        self.items = items
         self.batch_size, self.max_objects = loader.batch_size, loader.max_objects
         self.num_workers, self.steps, self.done = loader.num_workers, steps, False
 
@@ -79,8 +81,9 @@ class OverfitCheck(Hook):
     def after_epoch(self, trainer, epoch, row):
         if self.steps and self.losses[0] == 0:
             raise OverfitFailed("--overfit-batch: the loss of the first step is 0: the batch "
-                                "of the first %d images of the training split gives the model "
-                                "nothing to learn (no object?)" % self.loader.batch_size)
+                                "of the first %d %s of the training split gives the model "
+                                "nothing to learn (no object?)" % (self.loader.batch_size,
+                                                                   self.loader.items))
         figures = self.figures()
         if not self.passed():
             raise OverfitFailed(
@@ -94,14 +97,15 @@ class OverfitCheck(Hook):
 
     def figures(self):
         """``the loss went from X to Y (Z% of its start; ...; each loss's start and end) in
-        N steps on one batch of B images``."""
+        N steps on one batch of B images`` (or tiles)."""
         losses = self.losses
         terms = ", ".join("%s %.3g to %.3g" % (name, self.steps[0][name], recent_mean(
             [step[name] for step in self.steps])) for name in self.steps[0])
         return ("the loss went from %.4g to %.4g (%.1f%% of its start; mean of the last %d "
-                "steps; %s) in %d steps on one batch of %d images" % (
+                "steps; %s) in %d steps on one batch of %d %s" % (
                     losses[0], recent_mean(losses), 100 * recent_mean(losses) / losses[0],
-                    min(WINDOW, len(losses)), terms, len(losses), self.loader.batch_size))
+                    min(WINDOW, len(losses)), terms, len(losses), self.loader.batch_size,
+                    self.loader.items))
 
 
 def recent_mean(values):
