@@ -46,8 +46,8 @@ import numpy as np
 from zoo_bench import child_environment
 from zoo_bench import parity_rcnn
 from zoo_bench.options import PARITY_DEFAULTS
-from zoo_bench.parity_gluoncv import (embedded_classes, gluon_ssd, seed_everything, ssd_targets,
-                                      train_step)
+from zoo_bench.parity_gluoncv import (embedded_classes, gluon_ssd, seed_everything, ssd_anchors,
+                                      ssd_targets, train_step, zoo_loader)
 
 __all__ = ["ParityResult", "SSD_NETWORK", "benchmark_parity", "paired_batches",
            "paired_differences", "ssd_network", "verdict"]
@@ -327,12 +327,10 @@ def _gluoncv_steps(init_params, side, data, labels, sgd, steps):
     """GluonCV's losses ``(cls, box)`` per step: its target generator, ``SSDMultiBoxLoss``,
     ``gluon.Trainer``, on ``data`` again and again."""
     from gluoncv.loss import SSDMultiBoxLoss
-    from mxnet import autograd, gluon
+    from mxnet import gluon
     net = gluon_ssd(ssd_network(side), embedded_classes())
     net.load_parameters(init_params, ctx=mx.cpu())
-    with autograd.train_mode():
-        _, _, anchors = net(mx.nd.zeros((1, 3, side, side)))
-    cls_targets, box_targets = ssd_targets(anchors, labels)
+    cls_targets, box_targets = ssd_targets(ssd_anchors(net, side), labels)
     net.hybridize(static_alloc=True, static_shape=True)
     trainer = gluon.Trainer(net.collect_params(), "sgd", {
         "learning_rate": sgd["lr"], "momentum": sgd["momentum"], "wd": sgd["wd"]})
@@ -416,25 +414,22 @@ def ssd_target_check(options, root, init_params, prefix, train_options,
     ``batches`` batches of the zoo's loader (``train_options``': its augmented images of
     epoch 1), the positive anchors of the zoo's training graph (MXNet's ``MultiBoxTarget``,
     in the artifact ``prefix``) against those of GluonCV's ``SSDTargetGenerator``
-    (:func:`ssd_targets`) on the same boxes, image by image. An anchor tied with another at a box's best IoU is the one known difference:
-    GluonCV's bipartite matcher takes every tied anchor, MXNet's the first. Returns
+    (:func:`ssd_targets`) on the same boxes, image by image. An anchor tied with another at a
+    box's best IoU is the one known difference: GluonCV's bipartite matcher takes every tied
+    anchor, MXNet's the first. Returns
     ``{"images", "boxes", "zoo", "gluoncv": positives, "differ", "ties", "unmatched": boxes
     without a positive on the zoo's and on GluonCV's side, "equal": every difference a tie
     and every box matched}``."""
     from symbols.boxes import iou
     from zoo import artifact
-    from zoo.jobs.train import build_train_model, open_split, training_items, training_loader
     from zoo.model import build_model
     side = options.data_shape
     net = gluon_ssd(ssd_network(side), embedded_classes())
     net.load_parameters(init_params, ctx=mx.cpu())
-    with mx.autograd.train_mode():
-        _, _, anchors = net(mx.nd.zeros((1, 3, side, side)))
+    anchors = ssd_anchors(net, side)
     centres = anchors[0].asnumpy()
     corners = np.hstack([centres[:, :2] - centres[:, 2:] / 2, centres[:, :2] + centres[:, 2:] / 2])
-    items = training_items(train_options, open_split(train_options, train_options.train_split))
-    loader = training_loader(train_options, build_train_model(train_options, embedded_classes()),
-                             items)
+    loader, _ = zoo_loader(train_options, embedded_classes())
     meta = artifact.read_meta(prefix, 0)
     files = artifact.epoch_files(prefix, 0)
     args, aux = artifact.read_params(files.params, meta["params_sha256"], files.meta)
@@ -527,11 +522,7 @@ def paired_batches(train_options):
     order comes from the run's seed and epoch): ``[[[index, ...], ...], ...]``, one list a
     epoch. GluonCV's side takes the same batches (:class:`zoo_bench.parity_gluoncv.
     PairedBatches`), so a seed gives both sides the same images in the same order."""
-    from zoo.jobs.train import (build_train_model, open_split, training_items,
-                                training_loader)
-    items = training_items(train_options, open_split(train_options, train_options.train_split))
-    loader = training_loader(train_options, build_train_model(train_options,
-                                                              embedded_classes()), items)
+    loader, _ = zoo_loader(train_options, embedded_classes())
     return [[[int(index) for index in indices] for indices, _ in loader.batch_indices(epoch)]
             for epoch in range(train_options.epochs)]
 

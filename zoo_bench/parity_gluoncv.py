@@ -36,7 +36,7 @@ from mxnet import autograd, gluon
 
 __all__ = ["PairedBatches", "SeededSamples", "ZooBatches", "embedded_classes",
            "gluon_faster_rcnn", "gluon_ssd", "main", "paired_loader", "rcnn_train_step",
-           "ssd_targets", "train_step"]
+           "ssd_anchors", "ssd_targets", "train_step", "zoo_loader"]
 
 
 def embedded_classes():
@@ -211,11 +211,27 @@ def _loader(request, net):
     from zoo_bench.data import GluonCVImageFiles
     side = request["network"]["side"]
     images = GluonCVImageFiles(open_dataset("voc", request["root"], request["split"]).records)
-    with autograd.train_mode():
-        _, _, anchors = net(mx.nd.zeros((1, 3, side, side)))
-    transform = SSDDefaultTrainTransform(side, side, anchors.as_in_context(mx.cpu()))
+    transform = SSDDefaultTrainTransform(side, side, ssd_anchors(net, side).as_in_context(
+        mx.cpu()))
     return paired_loader(request, images, transform, Tuple(Stack(), Stack(), Stack())), \
         len(images)
+
+
+def ssd_anchors(net, side):
+    """The anchors ``(1, N, 4)`` (centre, size in pixels) GluonCV's SSD ``net`` makes at
+    input ``side``: what its transform and target generator match boxes against."""
+    with autograd.train_mode():
+        _, _, anchors = net(mx.nd.zeros((1, 3, side, side)))
+    return anchors
+
+
+def zoo_loader(options, classes):
+    """``zoo train``'s own loader of a run with ``TrainOptions`` ``options`` (its items,
+    augmentation, batches and order, :func:`zoo.jobs.train.training_loader`), and how many
+    items it draws from."""
+    from zoo.jobs.train import build_train_model, open_split, training_items, training_loader
+    items = training_items(options, open_split(options, options.train_split))
+    return training_loader(options, build_train_model(options, classes), items), len(items)
 
 
 def ssd_targets(anchors, labels, scale=1.0):
@@ -246,15 +262,10 @@ class ZooBatches:
     the same arrays: what differs is the training step alone."""
 
     def __init__(self, request, anchors):
-        from zoo.jobs.train import build_train_model, open_split, training_items, \
-            training_loader
         from zoo.jobs.train_options import TrainOptions
         options = TrainOptions(**{key: tuple(value) if isinstance(value, list) else value
                                   for key, value in request["zoo_train"].items()})
-        items = training_items(options, open_split(options, options.train_split))
-        self.images = len(items)
-        self.loader = training_loader(options, build_train_model(options, request["classes"]),
-                                      items)
+        self.loader, self.images = zoo_loader(options, request["classes"])
         self.anchors, self.side = anchors, request["network"]["side"]
 
     def __len__(self):
@@ -267,10 +278,7 @@ class ZooBatches:
 
 
 def _zoo_loader(request, net):
-    side = request["network"]["side"]
-    with autograd.train_mode():
-        _, _, anchors = net(mx.nd.zeros((1, 3, side, side)))
-    batches = ZooBatches(request, anchors)
+    batches = ZooBatches(request, ssd_anchors(net, request["network"]["side"]))
     return batches, batches.images
 
 
