@@ -100,7 +100,7 @@ def skipped_entry(name, path, regular=True, unread_videos=None):
     if not regular:
         return Skipped(name, "unreadable", "%s: not a regular file (a broken link?)" % name)
     video = is_video(path)
-    if path.lower().endswith(IMAGE_EXTENSIONS) or (video and unread_videos is None):
+    if is_input_name(path) and not (video and unread_videos is not None):
         return None
     return Skipped(name, "type", "%s: not a type zoo detect reads (%s)" % (
         name, unread_videos if video else extension(path)))
