@@ -21,6 +21,7 @@ from zoo.flags import (annotations_flag, batch_size_flag, comma_list, data_root_
                        progress_flag, skip_bad_flag)
 from zoo.inference.runner import SCORE_THRESHOLD
 from zoo.inference.tiles import DEFAULT_OVERLAP
+from zoo.jobs.quickstart import trained_prefix
 from zoo.jobs.serve import ServeOptions
 from zoo.onnx.deployed import is_deployed
 
@@ -586,6 +587,10 @@ class TilesBenchmarkOptions:
                                "least <= most < 1, got %s" % (self.object_sides,))
 
 
+FROM_SCRATCH = "none"
+"""``--init-from`` of ``zoo benchmark-small-objects`` that starts every run from random weights."""
+
+
 @dataclass(frozen=True)
 class SmallObjectsBenchmarkOptions:
     """What ``zoo benchmark-small-objects`` runs (:mod:`zoo_bench.small_objects`): bird
@@ -617,6 +622,10 @@ class SmallObjectsBenchmarkOptions:
     batch_size: int = batch_size_flag(8)
     lr: Optional[float] = flag(None, "learning rate (default: the network's)",
                                type=positive_float)
+    init_from: str = flag(trained_prefix(), "artifact the runs start from (zoo train "
+                                            "--init-from; default: the detector make demo "
+                                            "trains); %r: random weights" % FROM_SCRATCH,
+                          metavar="PREFIX")
     seed: int = flag(0, "of the generated photos and of training", type=int)
     generate_only: bool = flag(False, "make the photos and their COCO files, print their "
                                       "paths, train nothing")
@@ -628,9 +637,20 @@ class SmallObjectsBenchmarkOptions:
         given."""
         return options_from(cls, args, **values)
 
+    @property
+    def from_scratch(self):
+        return self.init_from == FROM_SCRATCH
+
     def __post_init__(self):
         if unknown_network(self.network):
             raise OptionsError(unknown_network(self.network))
+        # Before the photos are made and minutes spent: the default start is make demo's.
+        from zoo import artifact  # loads MXNet, which the parsing and --help do without
+        if not (self.generate_only or self.from_scratch or artifact.epochs(self.init_from)):
+            raise OptionsError(
+                "--init-from %s: no trained artifact there; run `make demo` first (it trains "
+                "that detector, 5-10 minutes), or give --init-from %s to start from random "
+                "weights" % (self.init_from, FROM_SCRATCH))
 
 
 PHOTO_SUBJECTS = ("zoo-fp32", "zoo-int8", "gluoncv", "onnx", "openvino")

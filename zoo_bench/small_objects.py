@@ -16,10 +16,11 @@ orientation (6 or 8) so that a viewer shows it upright, as a phone stores photos
 
 The benchmark (:func:`benchmark_small_objects`) runs the recipe of docs/training.md
 ("Small objects in large photos") as a user types it, each command a fresh ``zoo``
-process: ``zoo check-data``, ``zoo train --tiles`` with fitted anchors, ``zoo eval`` on
-the held-out whole photos (through the artifact's tiles), ``zoo detect --crops`` on the
-4000x3000 test photos scored with pycocotools (:func:`score_detections`); beside it the
-same network trained on whole photos with the config's anchors. One table.
+process: ``zoo check-data``, ``zoo train --tiles`` with the config's anchors from the
+detector ``make demo`` trains (``--init-from``), ``zoo eval`` on the held-out whole photos
+(through the artifact's tiles), ``zoo detect --crops`` on the 4000x3000 test photos scored
+with pycocotools (:func:`score_detections`); beside it the same from random weights, with
+fitted anchors and on whole photos (:data:`VARIANTS`). One table.
 """
 import json
 import os
@@ -284,11 +285,12 @@ def score_detections(ground_truth, results):
     return dict(zip(COCO_STAT_NAMES, (float(v) for v in evaluator.stats)))
 
 
-VARIANTS = ("recipe", "fitted", "whole")
-"""The runs of the table: ``recipe`` (tiles, the config's anchors), ``fitted`` (tiles and
-``--fit-anchors``), ``whole`` (whole photos, the config's anchors): what each brings. Fitted
-anchors measured worse than the config's on these photos (docs/training.md), so the recipe
-leaves them out."""
+VARIANTS = ("recipe", "scratch", "fitted", "whole")
+"""The runs of the table, each the recipe with one thing changed: ``recipe`` (tiles, the
+config's anchors, from ``--init-from``: make demo's detector), ``scratch`` (the same from
+random weights; only where the recipe has a start), ``fitted`` (with ``--fit-anchors``),
+``whole`` (whole photos): what each brings. Fitted anchors measured worse than the config's
+on these photos (docs/training.md), so the recipe leaves them out."""
 
 
 def generate(options):
@@ -313,8 +315,10 @@ def train_flags(options, variant):
     flags = ["--network", options.network, *data_flags(options), "--max-expand", "1",
              "--batch-size", options.batch_size, "--data-shape", options.data_shape,
              "--seed", options.seed]
-    if variant in ("recipe", "fitted"):
+    if variant != "whole":
         flags += ["--tiles", options.tiles]
+    if variant != "scratch" and not options.from_scratch:
+        flags += ["--init-from", options.init_from]
     if variant == "fitted":
         flags += ["--fit-anchors"]
     if options.lr is not None:
@@ -393,7 +397,8 @@ def benchmark_small_objects(options, log=print):
     if options.generate_only:
         return [], []
     census = census_lines(options, log)
-    variants = VARIANTS if options.baseline_epochs else VARIANTS[:1]
+    variants = [variant for variant in (VARIANTS if options.baseline_epochs else VARIANTS[:1])
+                if not (variant == "scratch" and options.from_scratch)]
     return census, [run_variant(options, variant, log) for variant in variants]
 
 
@@ -410,14 +415,16 @@ def report(options, census, rows):
                  100 * BIRD_SIDES[0], 100 * BIRD_SIDES[1], BIRDS[0], BIRDS[1], options.seed,
                  options.network, options.data_shape, options.batch_size)]
     lines += census
-    lines.append("%-36s %6s %8s %9s %6s %6s %8s %9s %8s %6s" % (
+    lines.append("%-40s %6s %8s %9s %6s %6s %8s %9s %8s %6s" % (
         "run", "epochs", "train s", "VOC07 mAP", "AP", "APs", "test AP", "test AP50",
         "test APs", "crops"))
-    names = {"recipe": "tiles %d, config anchors" % options.tiles,
-             "fitted": "tiles %d + --fit-anchors" % options.tiles,
-             "whole": "whole photos, config anchors"}
+    start = "random start" if options.from_scratch else "--init-from"
+    names = {"recipe": "tiles %d, %s" % (options.tiles, start),
+             "scratch": "tiles %d, random start" % options.tiles,
+             "fitted": "tiles %d, %s, --fit-anchors" % (options.tiles, start),
+             "whole": "whole photos, %s" % start}
     for row in rows:
-        lines.append("%-36s %6d %8.0f %9.3f %6.3f %6.3f %8.3f %9.3f %8.3f %6d" % (
+        lines.append("%-40s %6d %8.0f %9.3f %6.3f %6.3f %8.3f %9.3f %8.3f %6d" % (
             names[row["variant"]], row["epochs"], row["train_s"], row["voc07"], row["val_ap"],
             row["val_aps"], row["test_ap"], row["test_ap50"], row["test_aps"], row["crops"]))
     lines.append("VOC07 mAP, AP, APs: zoo eval of the held-out whole photos (in the "

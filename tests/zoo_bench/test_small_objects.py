@@ -14,6 +14,7 @@ from PIL import Image
 from zoo.cli import main
 from zoo.data.factory import open_dataset
 from zoo_bench import small_objects
+from zoo_bench.options import SmallObjectsBenchmarkOptions
 
 
 def generate(folder, *flags):
@@ -116,44 +117,86 @@ def test_bad_options_are_one_line(tmp_path):
     assert "Traceback" not in done.stderr and "nope" in done.stderr, done.stderr
 
 
-ROW = re.compile(r"^(tiles 160, config anchors|tiles 160 \+ --fit-anchors|whole photos, "
-                 r"config anchors) +(\d+) +(\d+) +([-\d.]+) +([-\d.]+) +([-\d.]+) "
-                 r"+([-\d.]+) +([-\d.]+) +([-\d.]+) +(\d+)$", re.M)
+def test_each_run_is_the_recipe_with_one_thing_changed():
+    options = SmallObjectsBenchmarkOptions(init_from="demo/ssd", generate_only=True)
+    flags = {variant: small_objects.train_flags(options, variant)
+             for variant in small_objects.VARIANTS}
+    started = {variant: "--init-from" in found and found[found.index("--init-from") + 1]
+               for variant, found in flags.items()}
+    assert started == {"recipe": "demo/ssd", "scratch": False, "fitted": "demo/ssd",
+                       "whole": "demo/ssd"}
+    assert [variant for variant, found in flags.items() if "--tiles" in found] == [
+        "recipe", "scratch", "fitted"]
+    assert [variant for variant, found in flags.items() if "--fit-anchors" in found] == [
+        "fitted"]
+    scratch = SmallObjectsBenchmarkOptions(init_from="none", generate_only=True)
+    assert not any("--init-from" in small_objects.train_flags(scratch, variant)
+                   for variant in small_objects.VARIANTS)
 
 
-@pytest.mark.slow  # minutes: three trainings, evaluations and detect runs, each a process
-def test_the_benchmark_runs_the_recipe_and_both_baselines_into_one_table(tmp_path):
+def test_without_make_demo_the_benchmark_says_so_in_one_line(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "zoo", "benchmark-small-objects",
+                           "--work-dir", str(tmp_path), "--init-from",
+                           str(tmp_path / "missing" / "ssd")], capture_output=True, text=True)
+    assert done.returncode != 0 and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.count("\n") == 1 and "make demo" in done.stderr, done.stderr
+    assert not os.listdir(tmp_path)  # refused before any photo was made
+
+
+ROW = re.compile(r"^(tiles 160, --init-from|tiles 160, random start|tiles 160, --init-from, "
+                 r"--fit-anchors|whole photos, --init-from) +(\d+) +(\d+) +([-\d.]+) +([-\d.]+) "
+                 r"+([-\d.]+) +([-\d.]+) +([-\d.]+) +([-\d.]+) +(\d+)$", re.M)
+
+
+@pytest.mark.slow  # minutes: five trainings, four evaluations and detect runs, each a process
+def test_the_benchmark_runs_the_recipe_and_its_baselines_into_one_table(tmp_path):
+    generate(tmp_path)
+    start = tmp_path / "start"  # what make demo's detector is to the default recipe
+    trained = subprocess.run(
+        [sys.executable, "-m", "zoo", "train", "--network", "ssd_mobilenetv2_stride8",
+         *small_objects.data_flags(SmallObjectsBenchmarkOptions(work_dir=str(tmp_path),
+                                                                generate_only=True)),
+         "--data-shape", "128", "--batch-size", "2", "--epochs", "1", "--output-dir",
+         str(start), "--no-progress"], capture_output=True, text=True, timeout=900)
+    assert trained.returncode == 0, trained.stderr[-3000:]
     done = subprocess.run(
         [sys.executable, "-m", "zoo", "benchmark-small-objects", "--work-dir", str(tmp_path),
          "--train-images", "4", "--val-images", "2", "--test-images", "2", "--width", "400",
          "--height", "300", "--test-width", "800", "--test-height", "600", "--tiles", "160",
          "--data-shape", "128", "--epochs", "1", "--baseline-epochs", "1", "--batch-size",
-         "2"], capture_output=True, text=True, timeout=1800)
+         "2", "--init-from", str(start / "ssd_mobilenetv2_stride8")],
+        capture_output=True, text=True, timeout=1800)
     assert done.returncode == 0, done.stderr[-3000:]
     text = done.stdout
     # the commands a user types, as they ran
     for command in ("zoo check-data", "zoo train", "zoo eval", "zoo detect"):
         assert "$ %s --" % command in text, text
-    assert re.search(r"^\$ zoo train .*--tiles 160 --fit-anchors", text, re.M), text
-    assert re.search(r"^\$ zoo train .*--tiles 160 --epochs 1 ", text, re.M), text  # recipe
+    assert re.search(r"^\$ zoo train .*--tiles 160 --init-from \S+ --fit-anchors", text,
+                     re.M), text
+    assert re.search(r"^\$ zoo train .*--tiles 160 --init-from \S+ --epochs 1 ", text,
+                     re.M), text  # the recipe
+    assert re.search(r"^\$ zoo train .*--seed 0 --tiles 160 --epochs 1 ", text, re.M), text
     assert re.search(r"^\$ zoo detect .* --crops", text, re.M), text
     # the census of the whole photos at the input, from zoo check-data
     assert re.search(r"census: .*boxes at the 128x128 input", text), text
     rows = ROW.findall(text)
-    assert [row[0] for row in rows] == ["tiles 160, config anchors", "tiles 160 + --fit-anchors",
-                                        "whole photos, config anchors"], text
+    assert [row[0] for row in rows] == [
+        "tiles 160, --init-from", "tiles 160, random start", "tiles 160, --init-from, "
+        "--fit-anchors", "whole photos, --init-from"], text
     for row in rows:
         assert row[1] == "1" and int(row[2]) > 0, row
         for figure in row[3:9]:
             assert -1 <= float(figure) <= 1, row
     # each run's detections of the test photos, the crops counted in the table
-    for variant, row in zip(("recipe", "fitted", "whole"), rows):
+    for variant, row in zip(small_objects.VARIANTS, rows):
         with open(tmp_path / "detect" / variant / "results.json") as stream:
             found = json.load(stream)
         assert len(found["images"]) == 2
         assert sum(len(entry["detections"]) for entry in found["images"]) == int(row[9])
-    # each command's output kept
-    assert "epoch 1" in (tmp_path / "logs" / "recipe-train.log").read_text()
+    # each command's output kept; the recipe started from the given artifact
+    recipe_log = (tmp_path / "logs" / "recipe-train.log").read_text()
+    assert "epoch 1" in recipe_log and "init from %s" % start in recipe_log, recipe_log
+    assert "init from" not in (tmp_path / "logs" / "scratch-train.log").read_text()
     tiled = json.load(open(tmp_path / "scores" / "recipe-val.json"))
     assert tiled["tiles"]["size"] == 160, tiled
     assert json.load(open(tmp_path / "scores" / "whole-val.json"))["tiles"] is None

@@ -72,7 +72,8 @@ class SSD(Architecture):
     ``feature_layers`` (layer names), ``feature_channels`` and ``steps`` (-1 where the
     config derives them from the map size)."""
 
-    # make demo's recipe, 0.0025 at its batch 8 (BENCHMARKS.md, "Accuracy bands")
+    # 0.0025 at batch 8; make demo's recipe sets 4x it (zoo.jobs.recipes), which on small
+    # objects in tiles spiked (docs/training.md, "Small objects in large photos")
     recipe_lr = (0.005, 16)
     prediction_params = r"^head\d+_(cls|loc)_(weight|bias)$"
     class_layers = ((r"head\d+_cls_(weight|bias)", 1),)

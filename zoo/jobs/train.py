@@ -496,7 +496,7 @@ def learning_rate(options, arch, num_workers=1):
     (:attr:`~zoo.architectures.base.Architecture.recipe_lr`) scaled linearly from the
     recipe's total batch to this run's (:func:`total_batch`)."""
     if options.lr is not None:
-        return options.lr, "lr %g (--lr, not scaled)" % options.lr
+        return options.lr, "lr %g (as given, not scaled)" % options.lr
     base_lr, base_batch = arch.recipe_lr
     batch = total_batch(options, num_workers)
     lr = base_lr * batch / base_batch

@@ -46,7 +46,7 @@ def test_the_recipe_lr_scales_with_the_batch_and_the_first_line_says_so(shapes, 
 
 def test_a_given_lr_is_kept_whatever_the_batch(shapes, tmp_path):
     first, lr = _train(shapes, str(tmp_path / "given"), "--batch-size", "4", "--lr", "0.003")
-    assert lr == 0.003 and "lr 0.003 (--lr, not scaled)" in first
+    assert lr == 0.003 and "lr 0.003 (as given, not scaled)" in first
 
 
 @pytest.mark.parametrize("kv_store, workers, batch", [
