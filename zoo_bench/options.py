@@ -588,7 +588,8 @@ class TilesBenchmarkOptions:
 
 
 FROM_SCRATCH = "none"
-"""``--init-from`` of ``zoo benchmark-small-objects`` that starts every run from random weights."""
+"""``--init-from`` of ``zoo benchmark-small-objects`` that starts every run from random
+weights."""
 
 
 @dataclass(frozen=True)
@@ -597,10 +598,11 @@ class SmallObjectsBenchmarkOptions:
     photos generated into ``work_dir`` (``train_images`` and ``val_images`` of ``width`` x
     ``height``, ``test_images`` of ``test_width`` x ``test_height``), then the recipe of
     docs/training.md: ``network`` trained at ``data_shape`` on ``tiles``-pixel tiles with
-    its config's anchors for ``epochs`` (``batch_size``, ``lr``), scored on the held-out
-    whole photos and on the test photos; beside it the same network on tiles with fitted
-    anchors and on whole photos for ``baseline_epochs`` each (0: not run). ``generate_only``: make the
-    photos, print their paths, train nothing."""
+    its config's anchors from ``init_from`` (by default the detector ``make demo`` trains)
+    for ``epochs`` (``batch_size``, ``lr``), scored on the held-out whole photos and on the
+    test photos; beside it the same from random weights, with fitted anchors and on whole
+    photos for ``baseline_epochs`` each (0: not run). ``generate_only``: make the photos,
+    print their paths, train nothing."""
     work_dir: str = flag(os.path.join("output", "benchmark_small_objects"),
                          "where the photos are generated (kept for the next run) and the "
                          "models trained")
