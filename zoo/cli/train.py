@@ -5,10 +5,11 @@ Example, the embedded shapes dataset:
         --data-shape 256 --epochs 10 --output-dir output/train
 Fine-tune another artifact (trained, or from `zoo import-gluoncv`) on a dataset's classes:
     zoo train --init-from models/ssd_voc --dataset voc --data-root my_data --lr 0.001
-Small objects in large photos: train on 320-pixel tiles, validated on whole photos as
-`zoo detect` runs them (in the tiles the artifact records):
+Small objects in large photos: train on 320-pixel tiles from the detector `make demo`
+trained, validated on whole photos as `zoo detect` runs them (in the artifact's tiles):
     zoo train --network ssd_mobilenetv2_stride8 --dataset coco --image-dir birds/photos \\
-        --annotations 'birds/{split}.json' --tiles 320 --max-expand 1 --data-shape 192
+        --annotations 'birds/{split}.json' --tiles 320 --max-expand 1 --data-shape 192 \\
+        --init-from output/train/ssd_mobilenetv2_stride8
 On two workers of a parameter-server cluster:
     zoo launch -n 2 -- zoo train ... --kv-store dist_sync
 """
