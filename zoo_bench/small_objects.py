@@ -311,7 +311,8 @@ def data_flags(options):
 
 
 def train_flags(options, variant):
-    """``zoo train``'s flags of one variant (the recipe's: tiles, the config's anchors)."""
+    """``zoo train``'s flags of one variant of :data:`VARIANTS` (the recipe's: tiles, the
+    config's anchors, ``--init-from`` unless the options start from random weights)."""
     flags = ["--network", options.network, *data_flags(options), "--max-expand", "1",
              "--batch-size", options.batch_size, "--data-shape", options.data_shape,
              "--seed", options.seed]
