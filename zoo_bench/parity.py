@@ -47,7 +47,7 @@ from zoo_bench import child_environment
 from zoo_bench import parity_rcnn
 from zoo_bench.options import PARITY_DEFAULTS
 from zoo_bench.parity_gluoncv import (embedded_classes, gluon_ssd, seed_everything, ssd_anchors,
-                                      ssd_targets, train_step, zoo_loader)
+                                      ssd_targets, train_step, with_backbone, zoo_loader)
 
 __all__ = ["ParityResult", "SSD_NETWORK", "benchmark_parity", "paired_batches",
            "paired_differences", "ssd_network", "verdict"]
@@ -198,16 +198,21 @@ def generate_data(options):
                              num_val=options.num_val, preset=options.preset)
 
 
+def ssd_importer():
+    """The :class:`zoo.gluoncv.Importer` of GluonCV's SSD of :func:`ssd_network` onto
+    :data:`SSD_CONFIG`."""
+    from zoo.gluoncv import Importer, mapping
+    return Importer("get_ssd(mobilenetv2_1.0)", SSD_CONFIG, "voc",
+                    mapping("ssd", "map_ssd_mobilenetv2"))
+
+
 def import_gluon(net, side, prefix, source, **fields):
     """GluonCV's SSD ``net`` (of :func:`ssd_network` at ``side``) as the zoo artifact
     ``prefix``, epoch 0, its config's ``fields`` changed; its arrays checked one for one by
     the import."""
-    from zoo.gluoncv import Importer, mapping
     from zoo.gluoncv.common import import_net
     from zoo.gluoncv.ssd import overrides_for
-    importer = Importer("get_ssd(mobilenetv2_1.0)", SSD_CONFIG, "voc",
-                        mapping("ssd", "map_ssd_mobilenetv2"))
-    import_net(importer, net, prefix, source,
+    import_net(ssd_importer(), net, prefix, source,
                **dict(overrides_for(net, side), **fields))
     return prefix
 
@@ -246,20 +251,24 @@ def start_from(options, seed, root, folder):
     seed_everything(seed)
     os.makedirs(folder, exist_ok=True)
     params = os.path.join(folder, "gluoncv-init.params")
-    net, prefix, zeros = SIDES[options.architecture].start(options, folder, params)
-    return params, prefix, check_equal_start(net, prefix, zeros)
+    net, prefix, zeros, backbone = SIDES[options.architecture].start(options, folder, params)
+    return params, prefix, dict(check_equal_start(net, prefix, zeros), backbone=backbone)
 
 
 def ssd_start(options, folder, params):
-    """``(GluonCV's initialised SSD, saved to params, its import, the zeros it adds)``."""
+    """``(GluonCV's initialised SSD, saved to params, its import, the zeros it adds, where
+    its backbone came from or None)``."""
+    from zoo.gluoncv.ssd import overrides_for
     side = options.data_shape
     net = initialised_ssd(side)
+    backbone = with_backbone(options.backbone_from, ssd_importer(), net,
+                             **overrides_for(net, side))
     net.save_parameters(params)
     # --zoo-config's fields change the zoo's recipe alone (GluonCV's epochs are scored
     # through imports without them).
     prefix = import_gluon(net, side, os.path.join(folder, "init", "ssd"), params,
                           **dict(options.zoo_config))
-    return net, prefix, 0
+    return net, prefix, 0, backbone
 
 
 def initialised_ssd(side):
@@ -513,7 +522,7 @@ def zoo_train_options(options, seed, root, init_prefix, folder):
         val_split="", keep_last=options.epochs, output_dir=os.path.join(folder, "zoo"),
         overwrite=True, seed=seed, progress=options.progress, data_threads=options.data_workers,
         **({"max_expand": 1.0, "crop": False} if options.augmentation == "light" else {}),
-        **sgd_settings(options))
+        **SIDES[options.architecture].zoo_augmentation, **sgd_settings(options))
 
 
 def paired_batches(train_options):
@@ -613,8 +622,10 @@ def benchmark_parity(options, progress=print):
         if os.path.isdir(folder):
             shutil.rmtree(folder)
         init_params, init_prefix, check = start_from(options, seed, root, folder)
-        progress("seed %d: GluonCV's initialised network imported into the zoo, the same "
-                 "%d values before the first step" % (seed, check["values"]))
+        progress("seed %d: GluonCV's initialised network%s imported into the zoo, the same "
+                 "%d values before the first step" % (
+                     seed, " (its backbone from %s)" % check["backbone"]
+                     if check["backbone"] else "", check["values"]))
         steps = step_check(options, root, init_params, init_prefix)
         checks.append(dict(check, seed=seed, step_check=steps))
         progress("seed %d: %d SGD steps on one batch from that start: %s (%s)" % (
@@ -650,22 +661,29 @@ def import_ssd_epoch(options, params, prefix):
 @dataclass(frozen=True)
 class Architecture:
     """What differs per architecture: ``start(options, folder, params)`` (GluonCV's
-    initialised network saved to ``params`` and imported: ``(net, prefix, zeros the import
-    adds)``), ``step_check(options, root, params, prefix)``, ``network(options)`` (the
-    child's network request), ``import_epoch(options, params, prefix)`` and
-    ``target_check(options, root, params, prefix, zoo train options)`` (None: none)."""
+    initialised network, its backbone from ``--backbone-from``, saved to ``params`` and
+    imported: ``(net, prefix, zeros the import adds, the backbone's source or None)``),
+    ``step_check(options, root, params, prefix)``, ``network(options)`` (the child's network
+    request), ``import_epoch(options, params, prefix)`` and
+    ``target_check(options, root, params, prefix, zoo train options)`` (None: none);
+    ``zoo_augmentation``: ``zoo train`` options that make the zoo's augmentation GluonCV's
+    script's."""
     start: object
     step_check: object
     network: object
     import_epoch: object
     target_check: object = None
+    zoo_augmentation: dict = field(default_factory=dict)
 
 
 SIDES = {"ssd": Architecture(ssd_start, ssd_step_check,
                              lambda options: ssd_network(options.data_shape), import_ssd_epoch,
                              ssd_target_check),
+         # GluonCV's FasterRCNNDefaultTrainTransform flips and resizes, without the colour
+         # jitter the zoo's short-side augmentation adds by default.
          "faster_rcnn": Architecture(parity_rcnn.start, parity_rcnn.step_check,
-                                     parity_rcnn.network_request, parity_rcnn.import_epoch)}
+                                     parity_rcnn.network_request, parity_rcnn.import_epoch,
+                                     zoo_augmentation={"colour_jitter": False})}
 """Each architecture's :class:`Architecture` (the table's keys are
 :data:`zoo_bench.options.PARITY_ARCHITECTURES`)."""
 

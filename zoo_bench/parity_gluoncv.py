@@ -36,7 +36,7 @@ from mxnet import autograd, gluon
 
 __all__ = ["PairedBatches", "SeededSamples", "ZooBatches", "embedded_classes",
            "gluon_faster_rcnn", "gluon_ssd", "main", "paired_loader", "rcnn_train_step",
-           "ssd_anchors", "ssd_targets", "train_step", "zoo_loader"]
+           "ssd_anchors", "ssd_targets", "train_step", "with_backbone", "zoo_loader"]
 
 
 def embedded_classes():
@@ -71,6 +71,18 @@ def gluon_faster_rcnn(network, classes):
         return get_faster_rcnn(network["base"], "", pretrained=False, features=features,
                                top_features=top_features, classes=list(classes),
                                **network["rcnn"])
+
+
+def with_backbone(backbone_from, importer, net, **fields):
+    """``backbone_from``'s backbone arrays (a zoo artifact's prefix, or ``"none"``) written
+    into GluonCV's initialised ``net`` before it is saved and imported
+    (:func:`zoo.gluoncv.common.take_backbone`, ``importer``'s config with ``fields``), so that
+    both sides start from them: ``"PREFIX-NNNN: N arrays"``, or None for ``"none"``."""
+    from zoo.gluoncv.common import take_backbone
+    from zoo_bench.options import FROM_SCRATCH
+    if backbone_from == FROM_SCRATCH:
+        return None
+    return "%s: %d arrays" % take_backbone(importer, net, backbone_from, **fields)
 
 
 def split_mobilenetv2(cut):

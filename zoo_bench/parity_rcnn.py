@@ -13,7 +13,7 @@ import warnings
 import mxnet as mx
 import numpy as np
 
-from zoo_bench.parity_gluoncv import embedded_classes, gluon_faster_rcnn
+from zoo_bench.parity_gluoncv import embedded_classes, gluon_faster_rcnn, with_backbone
 
 __all__ = ["CONFIG", "deterministic_fields", "import_epoch", "import_gluon", "initialised_rcnn",
            "network_request", "rcnn_network", "start", "step_check"]
@@ -89,15 +89,19 @@ def background_rows(net):
             + 4 * (net.box_predictor.weight.shape[1] + 1))
 
 
+def importer():
+    """The :class:`zoo.gluoncv.Importer` of GluonCV's network onto :data:`CONFIG`."""
+    from zoo.gluoncv import Importer, mapping
+    return Importer(GLUONCV_NAME, CONFIG, "voc", mapping("rcnn", "map_c4_mobilenetv2"))
+
+
 def import_gluon(net, prefix, source, **fields):
     """GluonCV's ``net`` (of :data:`CONFIG`'s :func:`rcnn_network`) as the zoo artifact
     ``prefix``, epoch 0, its config's ``fields`` changed; its arrays checked one for one and
     its anchors against the config's by the import."""
-    from zoo.gluoncv import Importer, mapping
     from zoo.gluoncv.common import import_net
-    importer = Importer(GLUONCV_NAME, CONFIG, "voc", mapping("rcnn", "map_c4_mobilenetv2"))
     os.makedirs(os.path.dirname(prefix) or ".", exist_ok=True)
-    import_net(importer, net, prefix, source, **fields)
+    import_net(importer(), net, prefix, source, **fields)
     return prefix
 
 
@@ -122,14 +126,16 @@ def network_request(options):
 
 
 def start(options, folder, params):
-    """``(GluonCV's initialised network, saved to params, its import, the zeros it adds)``;
-    --zoo-config's fields change the zoo's start alone."""
+    """``(GluonCV's initialised network, saved to params, its import, the zeros it adds,
+    where its backbone came from or None)``; --zoo-config's fields change the zoo's start
+    alone."""
     classes = embedded_classes()
     net = initialised_rcnn(network_request(options), classes)
+    backbone = with_backbone(options.backbone_from, importer(), net, **size_fields(options))
     net.save_parameters(params)
     prefix = import_gluon(net, os.path.join(folder, "init", "rcnn"), params,
                           **size_fields(options), **dict(options.zoo_config))
-    return net, prefix, background_rows(net)
+    return net, prefix, background_rows(net), backbone
 
 
 def import_epoch(options, params, prefix):
@@ -173,8 +179,9 @@ STEP_CHECK_SIZE = (64, 96)
 """The step check's short side and long-side bound: small enough that R-CNN can run on
 every anchor's proposal (300-360 of them)."""
 STEP_CHECK_ROI = [7, 7]
-"""The step check's pooled ROI side (the recipe's is 14): a quarter of the box head's
-memory on every anchor's proposal (under 4 GB for both sides in one process)."""
+"""The step check's pooled ROI side (the recipe's is 4; GluonCV's presets' 14): a quarter of
+the box head's memory of 14 on every anchor's proposal (under 4 GB for both sides in one
+process)."""
 
 
 def deterministic_fields(spec, height, width, objects):

@@ -177,8 +177,10 @@ def test_the_picture_has_a_curve_per_side(tmp_path):
     (["--order", "zoo,zoo"], "order must name zoo and gluoncv once each"),
     (["--seeds", "1,1"], "seeds must be distinct"),
     (["--zoo-config", "negative_mining_ratio"], "FIELD=NUMBER"),
-    (["--architecture", "faster_rcnn", "--gluoncv-input", "zoo"],
+    (["--architecture", "faster_rcnn", "--gluoncv-input", "zoo", "--backbone-from", "none"],
      "gluoncv_input zoo trains GluonCV's SSD on the zoo's batches"),
+    (["--backbone-from", "nowhere/ssd"], "--backbone-from nowhere/ssd: no trained artifact "
+                                         "there; run `make demo` first"),
 ])
 def test_bad_options_are_one_line(flags, words, capsys):
     try:

@@ -14,6 +14,8 @@ from zoo.model import build_model
 from zoo_bench import parity, parity_rcnn
 from zoo_bench.options import ParityBenchmarkOptions
 
+from factories import TINY_SSD, initialised_artifact
+
 from test_gluoncv_rcnn import (MEAN, STD, as_gluoncv_runs, differences,  # noqa: F401
                                gluon_rows, our_rows)
 
@@ -91,12 +93,23 @@ def test_the_imported_rcnn_detects_what_gluoncvs_detects(tmp_path, as_gluoncv_ru
         assert box < 0.01
 
 
-def test_each_architecture_takes_its_defaults_from_one_table():
+def demo_artifact(folder):
+    """A small SSD where ``make demo`` (run in ``folder``) leaves its detector, the start of
+    the C4 comparison's trunk by default."""
+    from zoo.jobs.quickstart import trained_prefix
+    return initialised_artifact(os.path.join(str(folder), trained_prefix()),
+                                "ssd_mobilenetv2_stride8", CLASSES, seed=5, **TINY_SSD)
+
+
+def test_each_architecture_takes_its_defaults_from_one_table(tmp_path, monkeypatch):
     from zoo_bench.options import PARITY_DEFAULTS
+    monkeypatch.chdir(tmp_path)
+    demo_artifact(tmp_path)
     for architecture, defaults in PARITY_DEFAULTS.items():
         options = ParityBenchmarkOptions(architecture=architecture)
         assert {name: getattr(options, name) for name in defaults} == defaults
-    given = ParityBenchmarkOptions(architecture="faster_rcnn", epochs=7, lr_steps=(5,))
+    given = ParityBenchmarkOptions(architecture="faster_rcnn", epochs=7, lr_steps=(5,),
+                                   backbone_from="none")
     assert (given.epochs, given.lr_steps, given.batch_size) == (7, (5,), 1)
 
 
@@ -104,7 +117,8 @@ def benchmark_start(work, **options):
     """A seed's start as the benchmark makes it, on 4 generated training images:
     ``(options, data root, GluonCV's parameter file, the imported artifact, its check)``."""
     options = ParityBenchmarkOptions(architecture="faster_rcnn", num_train=4, num_val=2,
-                                     work_dir=str(work), **options)
+                                     work_dir=str(work), **dict(dict(backbone_from="none"),
+                                                                **options))
     root = parity.generate_data(options)
     params, prefix, check = parity.start_from(options, 0, root, str(work / "seed0"))
     return options, root, params, prefix, check
@@ -128,6 +142,31 @@ def test_the_imported_start_holds_gluoncvs_values_and_zero_background_rows(rcnn_
     assert check["values"] == ours.size > theirs
     assert (ours == 0).sum() - sum((a.asnumpy() == 0).sum() for n, a in saved.items()
                                    if not n.endswith("anchors")) == ours.size - theirs
+
+
+def test_both_sides_start_from_a_trained_trunk(tmp_path):
+    # --backbone-from: the SSD's stride-8 trunk in GluonCV's file, at GluonCV's names, and in
+    # the zoo's import of it; the rest of the network as GluonCV initialised it.
+    source = demo_artifact(tmp_path / "demo")
+    trunk = artifact.load(source, 0)
+    trunk = {name: array for name, array in {**trunk.arg_params, **trunk.aux_params}.items()
+             if name.startswith(("conv1", "block"))}
+    _, _, params, prefix, check = benchmark_start(tmp_path / "work", backbone_from=source)
+    assert check["backbone"] == "%s-0000: %d arrays" % (source, len(trunk))
+    started = artifact.load(prefix, 0)
+    started = {**started.arg_params, **started.aux_params}
+    for name, array in trunk.items():
+        np.testing.assert_array_equal(started[name].asnumpy(), array.asnumpy())
+    theirs = mx.nd.load(params)
+    np.testing.assert_array_equal(theirs["features.0.weight"].asnumpy(),
+                                  trunk["conv1_weight"].asnumpy())
+    # The blocks past the SSD's trunk (block 7's depthwise on) start as GluonCV drew them.
+    _, _, _, fresh, _ = benchmark_start(tmp_path / "fresh")
+    fresh = artifact.load(fresh, 0).arg_params
+    np.testing.assert_array_equal(started["block10_expand_weight"].asnumpy(),
+                                  fresh["block10_expand_weight"].asnumpy())
+    assert not np.array_equal(started["conv1_weight"].asnumpy(),
+                              fresh["conv1_weight"].asnumpy())
 
 
 def step_check_network(root, params):
@@ -215,9 +254,12 @@ def test_a_scaled_rpn_box_gradient_fails_the_step_check_at_its_second_step(tmp_p
 
 
 @pytest.mark.slow
-def test_a_short_run_through_the_command_line(tmp_path, capsys):
+def test_a_short_run_through_the_command_line(tmp_path, capsys, monkeypatch):
     # One seed, one epoch on a few images, the zoo's recipe changed: every piece runs as the
-    # documented command runs it (progress on), the outputs hold what the verdict says.
+    # documented command runs it (progress on, the trunk of make demo's detector), the outputs
+    # hold what the verdict says.
+    monkeypatch.chdir(tmp_path)
+    demo_artifact(tmp_path)
     work = str(tmp_path / "parity")
     code = main(["benchmark-parity", "--architecture", "faster_rcnn", "--seeds", "2",
                  "--epochs", "1", "--num-train", "8", "--num-val", "4",
@@ -231,6 +273,9 @@ def test_a_short_run_through_the_command_line(tmp_path, capsys):
     assert [run["side"] for run in saved["runs"]] == ["zoo", "gluoncv"]
     assert all(len(run["epochs"]) == 1 and run["seed"] == 2 for run in saved["runs"])
     assert saved["start_checks"][0]["step_check"]["first_step"] < 1e-3
+    assert saved["start_checks"][0]["backbone"].startswith(os.path.join(
+        "output", "train", "ssd_mobilenetv2_stride8-0000: "))
+    assert "(its backbone from output" in out
     assert os.path.getsize(os.path.join(work, "parity_faster_rcnn.png")) > 5000
     # The zoo's side trained the changed recipe; GluonCV's epochs were scored without it.
     zoo_start = artifact.read_meta(os.path.join(work, "faster_rcnn_seed2", "init", "rcnn"), 0)
@@ -245,7 +290,8 @@ def test_gluoncvs_network_trains_at_a_short_side_of_128():
     # RPN keeps in training by default, which it slices off them: the benchmark keeps as
     # many as there are, on both sides.
     from zoo_bench.gluoncv_recipes import FasterRCNNLosses
-    options = ParityBenchmarkOptions(architecture="faster_rcnn", data_shape=128)
+    options = ParityBenchmarkOptions(architecture="faster_rcnn", data_shape=128,
+                                     backbone_from="none")
     network = parity_rcnn.network_request(options)
     net = parity_rcnn.initialised_rcnn(network, CLASSES_OF_DATA)
     image = mx.nd.array(np.random.RandomState(0).randint(0, 256, (128, 128, 3)), dtype="uint8")
@@ -256,3 +302,13 @@ def test_gluoncvs_network_trains_at_a_short_side_of_128():
     assert all(np.isfinite(term.asnumpy()).all() for term in terms)
     zoo = parity_rcnn.zoo_spec(CLASSES_OF_DATA, **parity_rcnn.size_fields(options))
     assert zoo["rpn_post_nms_top_n_train"] == network["rcnn"]["rpn_train_post_nms"] == 960
+
+
+def test_the_zoos_side_augments_as_gluoncvs_scripts(tmp_path):
+    # GluonCV's FasterRCNNDefaultTrainTransform flips and resizes: the zoo's side trains
+    # without its colour jitter; SSD's transforms both jitter colours.
+    def zoo_side(architecture):
+        options = ParityBenchmarkOptions(architecture=architecture, backbone_from="none")
+        return parity.zoo_train_options(options, 0, str(tmp_path), "init", str(tmp_path))
+    assert zoo_side("faster_rcnn").colour_jitter is False
+    assert zoo_side("ssd").colour_jitter is True

@@ -47,6 +47,7 @@ def add_arguments(p):
     the model, the data, the optimizer, the devices, the start, the run."""
     add_flags(p, TrainOptions, "network")
     add_data_arguments(p, TrainOptions)
+    add_flags(p, TrainOptions, "colour_jitter")
     add_tile_arguments(p)
     add_flags(p, TrainOptions, "epochs", "lr", "lr_steps", "lr_factor", "warmup_epochs",
               "optimizer", "momentum", "wd", "clip_gradient", "ctx", "kv_store",

@@ -165,17 +165,18 @@ def inference_transform(preprocessing):
     return ValTransform(preprocessing["data_shape"][0], *pixels)
 
 
-def train_transform(preprocessing, max_expand=4.0, crop=True):
+def train_transform(preprocessing, max_expand=4.0, crop=True, colour=True):
     """The augmentation of a preprocessing dict: :class:`ShortSideTrainTransform` for
     ``"short_side"`` (``max_expand`` and ``crop``, SSD's zoom-out and IoU-constrained
-    crop, do not apply), else :class:`TrainTransform`. It warps whatever the dict's
-    ``interpolation``: crops, zooms and flips are one warp."""
+    crop, do not apply), else :class:`TrainTransform`; ``colour``: the colour jitter. It
+    warps whatever the dict's ``interpolation``: crops, zooms and flips are one warp."""
     statistics = preprocessing["mean"], preprocessing["std"]
     if preprocessing.get("resize") == "short_side":
         return ShortSideTrainTransform(preprocessing["short_side"], preprocessing["max_size"],
-                                       preprocessing["size_divisor"], *statistics)
+                                       preprocessing["size_divisor"], *statistics,
+                                       colour=colour)
     return TrainTransform(preprocessing["data_shape"][0], *statistics, max_expand=max_expand,
-                          **({} if crop else {"min_ious": (None,)}))
+                          colour=colour, **({} if crop else {"min_ious": (None,)}))
 
 
 def pad_batch(samples, size_divisor, batch_size=None):

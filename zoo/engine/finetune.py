@@ -19,7 +19,7 @@ import mxnet as mx
 from zoo import artifact
 from zoo.errors import OptionsError
 
-__all__ = ["InitSummary", "init_from", "source_config"]
+__all__ = ["InitSummary", "backbone_from", "init_from", "source_config"]
 
 
 @dataclass(frozen=True)
@@ -148,3 +148,29 @@ def init_from(model, prefix, epoch=None, seed=None):
                           tuple(sorted(counts["reset"])), shared,
                           tuple(n for n in pairs.new_names if n not in shared))
     return ({k: taken[k] for k in args}, {k: taken[k] for k in aux}, summary)
+
+
+def backbone_from(model, prefix, epoch=None):
+    """``(arrays, "PREFIX-NNNN")``: the arrays of ``model``'s backbone that the artifact at
+    ``prefix`` (its best validated, else newest epoch) holds under the same names and shapes,
+    e.g. the stride-8 trunk of an SSD for a Faster R-CNN on the same backbone: a trained start
+    for the backbone alone, as an ImageNet classifier's is. Refused in one line for an int8 or
+    bf16 source, another backbone, or one that holds none of them."""
+    from zoo.pretrained.maps import param_map
+    meta, name = _source(prefix, epoch)
+    refusal = artifact.fp32_only(name, meta["precision"], "take a backbone from")
+    if refusal:
+        raise OptionsError(refusal)
+    theirs, ours = meta["config"].get("backbone"), model.spec["backbone"]
+    if theirs != ours:
+        raise OptionsError("%s has a %s backbone, %s's is %s" % (name, theirs, model.name, ours))
+    files = artifact.epoch_files(prefix, meta["epoch"])
+    saved_args, saved_aux = artifact.read_params(files.params, meta["params_sha256"], files.meta)
+    saved = {**saved_args, **saved_aux}
+    arg_shapes, aux_shapes = model.param_shapes()
+    shapes = {**arg_shapes, **aux_shapes}
+    arrays = {param: saved[param] for param in param_map(model.backbone)
+              if param in saved and param in shapes and saved[param].shape == shapes[param]}
+    if not arrays:
+        raise OptionsError("%s holds none of %s's backbone arrays" % (name, model.name))
+    return arrays, name

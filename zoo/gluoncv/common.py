@@ -21,7 +21,7 @@ from zoo.model import build_model
 from zoo.config.registry import get_config
 
 __all__ = ["GluonArrays", "GluonCVImportError", "ImportResult", "gluon_arrays", "gluon_net",
-           "import_net", "our_params", "run_import"]
+           "import_net", "our_params", "run_import", "take_backbone"]
 
 
 @dataclass(frozen=True)
@@ -168,6 +168,27 @@ def our_params(importer, model, gluon):
     arrays = {name: mx.nd.array(np.asarray(array, np.float32)) for name, array in mapped.items()}
     return ({name: arrays[name] for name in arg_shapes},
             {name: arrays[name] for name in aux_shapes})
+
+
+def take_backbone(importer, net, prefix, **overrides):
+    """Write into GluonCV's ``net`` the backbone arrays of the zoo artifact at ``prefix``
+    (:func:`zoo.engine.finetune.backbone_from`: a trained trunk, e.g. ``make demo``'s), where
+    ``importer``'s map (its config with ``overrides``) reads them from, unchanged; the import
+    of ``net`` then holds them too, so that both sides of a comparison start from them.
+    Returns ``(source "PREFIX-NNNN", arrays written)``."""
+    from zoo.engine.finetune import backbone_from
+    model = build_for(importer, net.classes, **overrides)
+    arrays, source = backbone_from(model, prefix)
+    gluon = GluonArrays(gluon_arrays(net))
+    mapped = importer.map_params(gluon, model)
+    params = net._collect_params_with_prefix()
+    for ours, array in arrays.items():
+        theirs = gluon.name_of(mapped.get(ours))
+        if theirs is None:
+            raise GluonCVImportError("%s: %s is not one of GluonCV's arrays read unchanged"
+                                     % (importer.gluoncv_name, ours))
+        params[theirs].set_data(array.astype(np.float32))
+    return source, len(arrays)
 
 
 def build_for(importer, class_names, **overrides):

@@ -321,7 +321,8 @@ def training_loader(options, model, items, num_workers=1, rank=0):
     or with ``tiles`` their windows, a :class:`zoo.data.tiles.TiledDataset`, whose last batch
     of an epoch is filled up rather than dropped: every photo is seen every epoch) through
     ``model``'s augmentation, batches in the order the run's seed gives."""
-    transform = train_transform(model.preprocessing(), options.max_expand, options.crop)
+    transform = train_transform(model.preprocessing(), options.max_expand, options.crop,
+                                options.colour_jitter)
     return DetectionLoader(items, options.batch_size, transform, shuffle=True,
                            seed=options.seed, num_workers=options.data_threads,
                            max_objects=max_objects(items), num_shards=num_workers,

@@ -86,6 +86,8 @@ class TrainOptions(TrainerOptions, OptimizerOptions):
     max_expand: float = flag(4.0, "largest zoom-out of the expansion augmentation (1 disables "
                                   "it)", type=float_in(1.0))
     crop: bool = flag(True, "no IoU-constrained random crop in the augmentation")
+    colour_jitter: bool = flag(True, "no colour jitter (brightness, contrast, saturation, hue) "
+                                     "in the augmentation")
     tiles: Optional[int] = tiles_flag(training=True)  # None: whole photos (zoo.data.tiles)
     tile_overlap: Optional[float] = tile_overlap_flag()  # None: the tiles' default
     empty_tiles: float = flag(

@@ -9,6 +9,7 @@ below GluonCV's.
 Examples:
     zoo benchmark-parity --architecture ssd
     zoo benchmark-parity --seeds 0 --epochs 3 --tolerance 3
+    zoo benchmark-parity --architecture faster_rcnn     # after make demo: its trunk is the start
     zoo benchmark-parity --architecture faster_rcnn --seeds 0 --epochs 1 --num-train 200
     zoo benchmark-parity --gluoncv-input zoo     # both sides on the zoo's batches
 """
@@ -22,7 +23,8 @@ def add_arguments(p):
     add_flags(p, ParityBenchmarkOptions, "architecture", "seeds", "epochs", "batch_size",
               "data_shape", "lr", "momentum", "wd", "lr_steps", "lr_factor", "warmup_epochs",
               "augmentation", "gluoncv_input", "preset", "num_train", "num_val", "data_seed",
-              "data_workers", "tolerance", "zoo_config", "order", "work_dir", "progress")
+              "data_workers", "backbone_from", "tolerance", "zoo_config", "order", "work_dir",
+              "progress")
 
 
 def run(args):

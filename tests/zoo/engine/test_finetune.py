@@ -19,7 +19,7 @@ from zoo.cli import main
 from zoo.data import embedded
 from zoo.data.voc import CLASS_FILE
 from zoo.errors import OptionsError
-from zoo.engine.finetune import init_from
+from zoo.engine.finetune import backbone_from, init_from
 
 SMALL_SSD = dict(data_shape=64, from_layers=["c3", ""], num_filters=[-1, 64], strides=[-1, 2],
                  pads=[-1, 1], normalizations=[-1, -1], sizes=[[0.2, 0.3], [0.5, 0.7]],
@@ -116,6 +116,30 @@ def test_another_architecture_or_an_int8_source_is_refused_in_one_line(tmp_path)
     with pytest.raises(OptionsError, match="is an int8 artifact, which runs on MXNet's "
                                            "MKL-DNN only: fine-tune from the fp32"):
         init_from(small_ssd(("square", "bar")), prefix)
+
+
+# -- a backbone alone, from another architecture ------------------------------------------------
+
+def test_a_backbone_is_taken_from_an_ssd_for_a_faster_rcnn(tmp_path):
+    # The SSD's stride-8 trunk: every array of it that the C4 detector's backbone has, and
+    # nothing of its heads or extra layers.
+    prefix, source_args, source_aux = source_artifact(tmp_path, ("square", "bar"))
+    rcnn = zoo.get_model("faster_rcnn_mobilenetv2", data_shape=128, max_size=224, num_classes=2)
+    arrays, source = backbone_from(rcnn, prefix)
+    saved = {**source_args, **source_aux}
+    trunk = [name for name in saved if name.startswith(("conv1", "block"))]
+    assert source == prefix + "-0000"
+    assert sorted(arrays) == sorted(trunk) and len(trunk) > 50
+    for name, array in arrays.items():
+        np.testing.assert_array_equal(array.asnumpy(), saved[name].asnumpy())
+
+
+def test_a_backbone_of_another_network_is_refused_in_one_line(tmp_path):
+    prefix, _, _ = source_artifact(tmp_path, ("square", "bar"))
+    resnet = zoo.get_model("faster_rcnn_resnet50", data_shape=128, max_size=224, num_classes=2)
+    with pytest.raises(OptionsError, match=r"source-0000 has a mobilenetv2 backbone, "
+                                           r"faster_rcnn_resnet50's is resnet50"):
+        backbone_from(resnet, prefix)
 
 
 # -- through `zoo train`, from GluonCV imports -------------------------------------------------

@@ -401,3 +401,27 @@ def test_train_job_feeds_faster_rcnn_short_side_batches_and_ssd_stretched_ones(s
                                            max_expand=2.0))
     assert type(ssd.loader.transform) is TrainTransform and ssd.loader.transform.max_expand == 2
     assert next(iter(ssd.loader)).im_info is None
+
+
+@pytest.mark.parametrize("network, data_shape", [("faster_rcnn_mobilenetv2", 128),
+                                                 ("ssd_mobilenetv2", 192)])
+def test_no_colour_jitter_leaves_the_pixels_to_flip_and_resize(shapes192, tmp_path, network,
+                                                               data_shape):
+    # zoo train --no-colour-jitter (as GluonCV's Faster R-CNN transform): two draws of one
+    # image differ only by the flip; with the default jitter their colours differ too.
+    from zoo.cli import build_parser
+    args = build_parser("train").parse_args(["train", "--network", network,
+                                             "--no-colour-jitter"])
+    assert args.colour_jitter is False
+    options = TrainOptions(network=network, dataset="voc", data_root=shapes192,
+                           data_shape=data_shape, batch_size=1, epochs=1, val_split="",
+                           data_threads=1, output_dir=str(tmp_path), progress=False,
+                           max_expand=1.0, crop=False, colour_jitter=False)
+    for jitter in (False, True):
+        loader = make_trainer(dataclasses.replace(options, colour_jitter=jitter)).loader
+        assert loader.transform.colour is jitter
+        image, label = loader.dataset[0]
+        draws = [loader.transform(image, label, np.random.RandomState(seed))[0]
+                 for seed in range(6)]
+        means = sorted({round(float(np.asarray(draw).mean()), 3) for draw in draws})
+        assert (len(means) == 1) is (not jitter)
