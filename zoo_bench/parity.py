@@ -704,10 +704,19 @@ def plot(result, path):
         runs = [run for run in result.runs if run.side == side]
         epochs = [e.epoch for e in runs[0].epochs]
         values = np.array([[e.voc07 for e in run.epochs] for run in runs])
-        ax.plot(epochs, values.mean(axis=0), color=colour,
-                label="%s (%d seeds)" % (label, len(runs)))
+        mean, label = values.mean(axis=0), "%s (%d seeds)" % (label, len(runs))
+        if len(epochs) == 1:
+            # One epoch (the default from a trained trunk): a point a side, side by side, with
+            # a bar over the seeds' range, where a band would be a line.
+            ax.errorbar([epochs[0] + (-0.05 if side == "zoo" else 0.05)], mean, fmt="o",
+                        color=colour, capsize=6, label=label,
+                        yerr=[mean - values.min(axis=0), values.max(axis=0) - mean])
+            ax.set_xlim(epochs[0] - 0.5, epochs[0] + 0.5)
+            continue
+        ax.plot(epochs, mean, color=colour, label=label)
         ax.fill_between(epochs, values.min(axis=0), values.max(axis=0), color=colour,
                         alpha=0.25)
+    ax.set_xticks(sorted({e.epoch for run in result.runs for e in run.epochs}))
     ax.set_xlabel("epoch")
     ax.set_ylabel("held-out VOC07 mAP")
     ax.set_title("%s: zoo and GluonCV from the same initial parameters"

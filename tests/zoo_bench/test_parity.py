@@ -94,7 +94,7 @@ def tiny_start(tmp_path_factory):
     it: ``(options, data root, GluonCV's parameter file, the imported artifact)``."""
     work = tmp_path_factory.mktemp("tiny")
     options = ParityBenchmarkOptions(data_shape=256, batch_size=4, num_train=4, num_val=2,
-                                     work_dir=str(work))
+                                     work_dir=str(work), backbone_from="none")
     root = parity.generate_data(options)
     params, prefix, _ = parity.start_from(options, 0, root, str(work / "seed0"))
     return options, root, params, prefix
@@ -168,9 +168,26 @@ def test_the_verdict_is_the_difference_of_the_means_in_points(zoo, gluoncv, pass
                                           "PASS" if passed else "FAIL"))
 
 
-def test_the_picture_has_a_curve_per_side(tmp_path):
-    path = parity.plot(result_of([0.5, 0.6], [0.55, 0.65]), str(tmp_path / "p.png"))
+def test_the_picture_has_a_curve_per_side(tmp_path, monkeypatch):
+    # Curves with a band per side over epochs; one epoch (the default from a trained trunk):
+    # a point and a bar over the seeds per side, the two side by side.
+    import matplotlib.axes
+    drawn = []
+    for kind in ("plot", "fill_between", "errorbar"):
+        original = getattr(matplotlib.axes.Axes, kind)
+        monkeypatch.setattr(matplotlib.axes.Axes, kind, lambda self, *a, _o=original,
+                            _k=kind, **k: drawn.append((_k, a[0])) or _o(self, *a, **k))
+    one = result_of([0.5, 0.6], [0.55, 0.65])
+    path = parity.plot(one, str(tmp_path / "p.png"))
     assert os.path.getsize(path) > 5000
+    assert [kind for kind, _ in drawn] == ["errorbar", "errorbar"]
+    assert drawn[0][1][0] < 1 < drawn[1][1][0]
+    drawn.clear()
+    two = parity.ParityResult("ssd", {}, [
+        parity.SideRun(run.side, run.seed, run.epochs + [parity.EpochScore(2, 0.7, 0.4)])
+        for run in one.runs], [])
+    parity.plot(two, str(tmp_path / "q.png"))
+    assert [kind for kind, _ in drawn] == ["plot", "fill_between"] * 2
 
 
 @pytest.mark.parametrize("flags, words", [
@@ -193,10 +210,11 @@ def test_bad_options_are_one_line(flags, words, capsys):
 
 
 def test_the_zoo_config_flag_reaches_the_zoos_start_alone():
-    options = ParityBenchmarkOptions(zoo_config=(("negative_mining_ratio", 1.0),))
+    options = ParityBenchmarkOptions(zoo_config=(("negative_mining_ratio", 1.0),),
+                                     backbone_from="none")
     assert dict(options.zoo_config) == {"negative_mining_ratio": 1.0}
     with pytest.raises(OptionsError):
-        ParityBenchmarkOptions(order=("gluoncv",))
+        ParityBenchmarkOptions(order=("gluoncv",), backbone_from="none")
 
 
 @pytest.mark.slow
@@ -204,8 +222,8 @@ def test_a_short_run_through_the_command_line(tmp_path, capsys):
     # One seed, one epoch on a few images: every piece runs as the documented command runs
     # it (progress on), and the outputs hold what the verdict says.
     work = str(tmp_path / "parity")
-    code = main(["benchmark-parity", "--seeds", "3", "--epochs", "1", "--num-train", "32",
-                 "--num-val", "8", "--data-shape", "128", "--batch-size", "8",
+    code = main(["benchmark-parity", "--backbone-from", "none", "--seeds", "3", "--epochs", "1",
+                 "--num-train", "32", "--num-val", "8", "--data-shape", "128", "--batch-size", "8",
                  "--zoo-config", "negative_mining_ratio=2", "--work-dir", work])
     out = capsys.readouterr().out
     with open(os.path.join(work, "parity_ssd.json")) as f:
@@ -225,8 +243,9 @@ def test_a_short_run_through_the_command_line(tmp_path, capsys):
 
 CI_EPOCHS = 2
 CI_TOLERANCE = 25
-"""`make test-accuracy`'s parity check: seed 0 of `zoo benchmark-parity`'s recipe for its
-first CI_EPOCHS epochs (about 8 minutes on 2 cores), failing when its step check differs
+"""`make test-accuracy`'s parity check: seed 0 of `zoo benchmark-parity`'s recipe from scratch
+(`--backbone-from none`: CI has no make demo artifact) for its first CI_EPOCHS epochs (about
+8 minutes on 2 cores), failing when its step check differs
 (any change to the training mechanics) or the zoo ends more than CI_TOLERANCE points of
 held-out VOC07 mAP below GluonCV. The tolerance is what one seed's epoch 2 can resolve
 (BENCHMARKS.md, "Parity with GluonCV's training"): seed 0's zoo scored 0.308 (reproduced
@@ -239,7 +258,8 @@ standard deviations of the paired differences at epoch 2 once those are measured
 
 @pytest.mark.accuracy
 def test_the_zoo_trains_as_gluoncv_trains(tmp_path, capsys):
-    code = main(["benchmark-parity", "--seeds", "0", "--epochs", str(CI_EPOCHS),
+    code = main(["benchmark-parity", "--backbone-from", "none", "--seeds", "0",
+                 "--epochs", str(CI_EPOCHS),
                  "--tolerance", str(CI_TOLERANCE), "--work-dir", str(tmp_path)])
     out = capsys.readouterr().out
     print(out)
@@ -265,7 +285,7 @@ def two_epochs(tmp_path_factory):
     seeds 0 and 1, and their :func:`zoo_bench.parity.paired_batches`."""
     work = tmp_path_factory.mktemp("paired")
     options = ParityBenchmarkOptions(data_shape=128, batch_size=4, num_train=12, num_val=2,
-                                     epochs=2, work_dir=str(work))
+                                     epochs=2, work_dir=str(work), backbone_from="none")
     root = parity.generate_data(options)
     folder = str(work / "seed0")
     _, prefix, _ = parity.start_from(options, 0, root, folder)
@@ -358,7 +378,7 @@ def test_one_seed_repeats_on_both_sides(tmp_path, capsys):
     # The same command twice: the same held-out scores and losses, and GluonCV's side (its
     # forked data workers, its threaded engine) writes the same parameters to the last bit.
     flags = ["--seeds", "1", "--epochs", "1", "--num-train", "32", "--num-val", "8",
-             "--data-shape", "128", "--batch-size", "8"]
+             "--data-shape", "128", "--batch-size", "8", "--backbone-from", "none"]
     saved, params = [], []
     for run in ("a", "b"):
         work = str(tmp_path / run)
