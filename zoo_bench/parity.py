@@ -5,7 +5,9 @@ Per architecture (:data:`SIDES`): SSD here, Faster R-CNN C4 in :mod:`zoo_bench.p
 For each seed:
 
 1. GluonCV's network (SSD: :data:`SSD_NETWORK`, built by GluonCV's ``get_ssd``) is initialised
-   (:func:`initialised_ssd`), saved, and imported into the zoo
+   (:func:`initialised_ssd`), its backbone taken from ``--backbone-from``'s artifact (by
+   default the detector ``make demo`` trains; :func:`zoo.gluoncv.common.take_backbone`),
+   saved, and imported into the zoo
    (:func:`zoo.gluoncv.common.import_net`, whose map is proved by the import tests to
    compute what GluonCV computes). Before any step the two are proved equal: the artifact
    holds GluonCV's values to the last bit (:func:`check_equal_start`), and the zoo's run
