@@ -592,6 +592,17 @@ FROM_SCRATCH = "none"
 weights."""
 
 
+def require_trained(flag, prefix, otherwise):
+    """Refuse in one line, before any data is made, a start ``prefix`` (given as ``flag``, by
+    default the detector ``make demo`` trains) that holds no trained artifact; ``none``
+    (:data:`FROM_SCRATCH`) asks for none, ``otherwise`` says what it gives."""
+    from zoo import artifact  # loads MXNet, which the parsing and --help do without
+    if prefix != FROM_SCRATCH and not artifact.epochs(prefix):
+        raise OptionsError("%s %s: no trained artifact there; run `make demo` first (it trains "
+                           "that detector, 5-10 minutes), or give %s %s %s"
+                           % (flag, prefix, flag, FROM_SCRATCH, otherwise))
+
+
 @dataclass(frozen=True)
 class SmallObjectsBenchmarkOptions:
     """What ``zoo benchmark-small-objects`` runs (:mod:`zoo_bench.small_objects`): bird
@@ -647,12 +658,8 @@ class SmallObjectsBenchmarkOptions:
         if unknown_network(self.network):
             raise OptionsError(unknown_network(self.network))
         # Before the photos are made and minutes spent: the default start is make demo's.
-        from zoo import artifact  # loads MXNet, which the parsing and --help do without
-        if not (self.generate_only or self.from_scratch or artifact.epochs(self.init_from)):
-            raise OptionsError(
-                "--init-from %s: no trained artifact there; run `make demo` first (it trains "
-                "that detector, 5-10 minutes), or give --init-from %s to start from random "
-                "weights" % (self.init_from, FROM_SCRATCH))
+        if not self.generate_only:
+            require_trained("--init-from", self.init_from, "to start from random weights")
 
 
 PHOTO_SUBJECTS = ("zoo-fp32", "zoo-int8", "gluoncv", "onnx", "openvino")
@@ -917,9 +924,4 @@ class ParityBenchmarkOptions:
         if not self.seeds or len(set(self.seeds)) != len(self.seeds):
             raise OptionsError("seeds must be distinct, at least one")
         # Before minutes of data and training: a start that is not there.
-        from zoo import artifact  # loads MXNet, which the parsing and --help do without
-        if self.backbone_from != FROM_SCRATCH and not artifact.epochs(self.backbone_from):
-            raise OptionsError(
-                "--backbone-from %s: no trained artifact there; run `make demo` first (it "
-                "trains that detector, 5-10 minutes), or give --backbone-from %s"
-                % (self.backbone_from, FROM_SCRATCH))
+        require_trained("--backbone-from", self.backbone_from, "for the initialisers alone")
