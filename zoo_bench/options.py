@@ -805,7 +805,7 @@ PARITY_DEFAULTS = {
                 warmup_epochs=0.2, num_train=1500, backbone_from=trained_prefix(), target=0.5),
     # GluonCV's script trains Faster R-CNN one image a device: batch 1 on both sides, after a
     # half-epoch warm-up. From a trained trunk (make demo's, as GluonCV's recipes start from
-    # an ImageNet one), at a short side of 128 on 1000 images: 3 seeds in about an hour on
+    # an ImageNet one), at a short side of 128 on 1000 images: 3 seeds in 49 minutes on
     # 2 cores (BENCHMARKS.md, "Faster R-CNN C4 from a trained trunk").
     "faster_rcnn": dict(epochs=3, batch_size=1, data_shape=128, lr=0.02, lr_steps=(2.5,),
                         warmup_epochs=0.5, num_train=1000, backbone_from=trained_prefix(),
