@@ -1,6 +1,7 @@
 import ctypes
 import gc
 import os
+import subprocess
 import sys
 
 os.environ.setdefault("MXNET_SUBGRAPH_VERBOSE", "0")
@@ -35,7 +36,7 @@ import pytest  # noqa: E402
 from zoo.data import embedded  # noqa: E402
 import testhosts  # noqa: E402
 
-from factories import spread_ssd_artifact  # noqa: E402
+from factories import ROOT, spread_ssd_artifact  # noqa: E402
 
 _LIBC = ctypes.CDLL("libc.so.6")
 
@@ -121,6 +122,19 @@ def detect_prefix(tmp_path_factory):
     clear a 0.3 threshold (:func:`factories.spread_ssd_artifact`), shared by the ``zoo
     detect`` and EXIF tests."""
     return spread_ssd_artifact(str(tmp_path_factory.mktemp("detect_artifact") / "ssd"))
+
+
+@pytest.fixture(scope="session")
+def demo_run(tmp_path_factory):
+    """`make demo`'s job (``zoo quickstart``) run once a session in a process of its own, as
+    the Makefile runs it (about 4 minutes): ``(its output folder, the finished process)``.
+    ``make test-accuracy`` checks its band from the process's lines, and starts the SSD
+    parity check from its detector's trunk, as ``zoo benchmark-parity`` does by default."""
+    output = tmp_path_factory.mktemp("demo")
+    done = subprocess.run([sys.executable, "-m", "zoo", "quickstart", "--output-dir",
+                           str(output)], cwd=ROOT, capture_output=True, text=True,
+                          env=dict(os.environ, PYTHONPATH=ROOT), timeout=3600)
+    return str(output), done
 
 
 @pytest.fixture(scope="session")

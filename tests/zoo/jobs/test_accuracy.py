@@ -6,24 +6,17 @@ variances swapped, a default changed) fails here, where the unit tests would not
 The SSD recipe runs as ``make demo`` runs it (``zoo quickstart``), whose line must say that
 its figure is inside the band; the Faster R-CNN ones through :func:`run_recipe`.
 """
-import os
 import re
-import subprocess
-import sys
 
 import pytest
 
 from zoo.jobs.recipes import RECIPES, run_recipe
 
-from factories import ROOT
-
 pytestmark = pytest.mark.accuracy
 
 
-def test_make_demo_lies_in_its_band(tmp_path):
-    done = subprocess.run([sys.executable, "-m", "zoo", "quickstart", "--output-dir",
-                           str(tmp_path)], cwd=ROOT, capture_output=True, text=True,
-                          env=dict(os.environ, PYTHONPATH=ROOT), timeout=3600)
+def test_make_demo_lies_in_its_band(demo_run):
+    _, done = demo_run
     assert done.returncode == 0, done.stderr[-3000:]
     line = re.search(r"held-out VOC07 mAP ([0-9.]+): (\w+) its band .*, "
                      r"COCO AP ([0-9.]+): (\w+) its band", done.stdout)
