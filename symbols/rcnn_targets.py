@@ -162,6 +162,10 @@ class RPNTargetProp(mx.operator.CustomOpProp):
         return RPNTarget(**self.kwargs)
 
 
+EMPTY_ROW = -1.0
+"""The coordinate of a proposal row NMS left empty (:func:`symbols.rpn.gluoncv_proposals`)."""
+
+
 class ProposalTarget(mx.operator.CustomOp):
     """Samples ``batch_rois`` proposals per image (ground truth added) with class labels and
     per-class box targets for the second stage."""
@@ -180,6 +184,11 @@ class ProposalTarget(mx.operator.CustomOp):
 
     def sample(self, batch_index, proposals, label, im_info):
         rng = np.random
+        # Rows NMS left empty (GluonCV's convention keeps them as the box [-1, -1, -1, -1],
+        # score -1) are no proposals: GluonCV's RCNNTargetSampler ignores them. Sampled, they
+        # made most negatives of a small image that degenerate box (at a short side of 160,
+        # some 1000 of 1500 rows), and the zoo's C4 trained otherwise than GluonCV's.
+        proposals = proposals[~(proposals == EMPTY_ROW).all(axis=1)]
         boxes, classes = ground_truth(label, im_info)
         candidates = np.concatenate([proposals, boxes]).astype(np.float32)
         if len(boxes):

@@ -9,7 +9,7 @@ from symbols.boxes import iou
 from symbols.box_coder import base_anchors, decode, encode, grid_anchors
 from symbols.rpn import AnchorLevel, LevelOutput, ProposalSettings, proposals
 from symbols.layers import StrictNameManager
-from symbols.rcnn_targets import ProposalTarget, RPNTarget
+from symbols.rcnn_targets import ProposalTarget, RPNTarget, ground_truth
 
 from conftest import graph_runs
 
@@ -143,25 +143,48 @@ def test_rpn_targets_label_overlapping_anchors(levels):
     np.testing.assert_allclose(targets[positive], encode(anchors[positive], matched), atol=1e-5)
 
 
-def test_proposal_targets_sample_foreground_and_background():
+def sampled_proposals(boxes, seed=0):
+    """``ProposalTarget``'s 32 ROIs (a quarter foreground at IoU 0.5) of one image of
+    :func:`fixed_batch` among ``boxes`` ``(N, 4)`` in pixels: ``(rois, classes, box targets,
+    box weights)`` as arrays, and the image's ``(im_info, label)``."""
     op = ProposalTarget(num_classes=3, batch_rois=32, fg_fraction=0.25, fg_iou=0.5,
                         box_stds=[0.1, 0.1, 0.2, 0.2])
     _, im_info, label = fixed_batch()
-    rng = np.random.RandomState(1)
-    corners = rng.uniform(0, 140, (100, 2))
-    rois = np.concatenate([np.zeros((100, 1)), corners, corners + rng.uniform(5, 60, (100, 2))],
-                          axis=1).astype("float32")
+    rois = np.concatenate([np.zeros((len(boxes), 1)), boxes], axis=1).astype("float32")
     out = [mx.nd.zeros(s) for s in [(32, 5), (32,), (32, 16), (32, 16)]]
-    np.random.seed(0)
+    np.random.seed(seed)
     op.forward(True, ["write"] * 4, [mx.nd.array(rois), mx.nd.array(label),
                                      mx.nd.array(im_info)], out, [])
-    sampled, classes, targets, weights = (o.asnumpy() for o in out)
+    return [o.asnumpy() for o in out], (im_info, label)
+
+
+def random_boxes(count, seed):
+    rng = np.random.RandomState(seed)
+    corners = rng.uniform(0, 140, (count, 2))
+    return np.concatenate([corners, corners + rng.uniform(5, 60, (count, 2))], axis=1)
+
+
+def test_proposal_targets_sample_foreground_and_background():
+    (sampled, classes, targets, weights), _ = sampled_proposals(random_boxes(100, 1))
     assert 1 <= (classes > 0).sum() <= 8
     assert set(np.unique(classes)) <= {0, 1, 3}
     for row, cls in enumerate(classes.astype(int)):
         assert weights[row].sum() == (4 if cls else 0)
         assert weights[row, 4 * cls:4 * cls + 4].sum() == (4 if cls else 0)
     assert (sampled[:, 0] == 0).all()
+
+
+def test_proposal_targets_never_sample_the_rows_nms_left_empty():
+    # GluonCV's convention keeps NMS's empty rows as [-1, -1, -1, -1] (its sampler ignores
+    # them by their score -1): 10 proposals and 290 such rows must give ROIs of the 10 and
+    # the ground truths only, however many negatives the sample asks for.
+    real = random_boxes(10, 2)
+    (sampled, _, _, _), (im_info, label) = sampled_proposals(
+        np.concatenate([real, np.full((290, 4), -1.0)]))
+    sampled = sampled[:, 1:]
+    assert not (sampled == -1).all(axis=1).any()
+    candidates = np.concatenate([real, ground_truth(label[0], im_info[0])[0]]).astype("float32")
+    assert all((np.abs(candidates - box).max(axis=1) < 1e-3).any() for box in sampled)
 
 
 @pytest.mark.parametrize("field,value,expected", [
