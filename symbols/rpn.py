@@ -21,7 +21,7 @@ import mxnet as mx
 import numpy as np
 
 from symbols import box_coder
-from symbols import rcnn_targets  # noqa: F401  (registers the custom target operators)
+from symbols import rcnn_targets  # also registers the custom target operators
 from symbols.layers import (concat, constant, gather_rows, nms, one_over_count, relu, scalar,
                             scale_gradient, smooth_l1_loss)
 
@@ -381,7 +381,8 @@ def gluoncv_proposals(levels, im_info, settings):
     rows = concat([gluoncv_level_rows(level, im_info, settings) for level in levels], 1,
                    "rpn_rows")
     # post empty rows after the real ones, so that a small image still fills its post rows
-    pad = mx.sym.broadcast_like(mx.sym.full(shape=(1, post, 5), val=-1.0, name="rpn_pad_rows"),
+    pad = mx.sym.broadcast_like(mx.sym.full(shape=(1, post, 5), val=rcnn_targets.EMPTY_ROW,
+                                            name="rpn_pad_rows"),
                                 rows, lhs_axes=(0,), rhs_axes=(0,), name="rpn_pad_rows_batch")
     rows = mx.sym.concat(rows, pad, dim=1, name="rpn_rows_padded")
     kept = nms(rows, "rpn_nms", settings.nms_threshold, 0.0, settings.pre_nms_top_n,
