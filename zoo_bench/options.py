@@ -802,16 +802,18 @@ PARITY_DEFAULTS = {
     # seeds land within 3 points, where from scratch (--backbone-from none --epochs 5
     # --lr-steps 4) they spread by 12 (BENCHMARKS.md, "SSD from a trained trunk").
     "ssd": dict(epochs=1, batch_size=16, data_shape=256, lr=0.02, lr_steps=(),
-                warmup_epochs=0.2, num_train=1500, backbone_from=trained_prefix(), target=0.5),
+                warmup_epochs=0.2, num_train=1500, backbone_from=trained_prefix(),
+                anchors="config", run_sides="in-turn", target=0.5),
     # GluonCV's script trains Faster R-CNN one image a device: batch 1 on both sides, after a
     # half-epoch warm-up. From a trained trunk (make demo's, as GluonCV's recipes start from
     # an ImageNet one), on 1000 images at a short side of 160 (the boxes' median 34 pixels,
-    # on a stride-16 map): 3 seeds in about 85 minutes on 2 cores (GluonCV's side 10-12 a
-    # seed, the zoo's 15), where at 128 both sides stayed under 0.23 (BENCHMARKS.md,
-    # "Faster R-CNN C4 at a short side of 160").
-    "faster_rcnn": dict(epochs=3, batch_size=1, data_shape=160, lr=0.02, lr_steps=(2.5,),
+    # on a stride-16 map), anchors fitted to them on both sides (the config's 16-256 px
+    # match 47% at IoU 0.7, fitted 95%). The two sides of a seed train at once, an OpenMP
+    # thread each: at batch 1 a side makes 4.4 images/s so, against 3.3-3.6 alone on 2
+    # threads, which buys 6 epochs in the time 3 took (BENCHMARKS.md, "Faster R-CNN C4").
+    "faster_rcnn": dict(epochs=6, batch_size=1, data_shape=160, lr=0.02, lr_steps=(5,),
                         warmup_epochs=0.5, num_train=1000, backbone_from=trained_prefix(),
-                        target=0.3),
+                        anchors="fitted", run_sides="together", target=0.3),
 }
 """Per architecture of ``zoo benchmark-parity``: the defaults of the flags left out (epochs,
 images a step, input side, SGD lr, lr steps, warm-up, training images, the backbone's
@@ -824,6 +826,8 @@ PARITY_SIDES = ("zoo", "gluoncv")
 PARITY_INPUTS = ("own", "zoo")
 """What GluonCV's side of ``zoo benchmark-parity`` trains on: its own input pipeline, or the
 zoo's loader's batches (the step compared alone, :class:`zoo_bench.parity_gluoncv.ZooBatches`)."""
+PARITY_ANCHORS = ("config", "fitted")
+PARITY_RUN_SIDES = ("in-turn", "together")
 PARITY_AUGMENTATIONS = ("light", "ssd")
 """``ssd``: each side's SSD augmentation (GluonCV's ``SSDDefaultTrainTransform``, the zoo's
 default zoom-out to 4x and IoU-constrained crop); ``light``: the same without zoom-out and
@@ -890,6 +894,12 @@ class ParityBenchmarkOptions:
         (), "config fields set on the zoo's side only, e.g. negative_mining_ratio=1: a "
             "deliberately changed recipe, to see the verdict fail",
         type=comma_list(config_assignment), metavar="FIELD=NUMBER,...")
+    anchors: str = flag(None, "config: the network config's anchors; fitted: fitted to the "
+                              "training boxes at the input, on both sides (Faster R-CNN)"
+                        + PER_ARCHITECTURE, choices=PARITY_ANCHORS)
+    run_sides: str = flag(None, "in-turn: a seed's sides one after the other, each on every "
+                                "core; together: both at once, each on half the cores"
+                          + PER_ARCHITECTURE, choices=PARITY_RUN_SIDES)
     order: Tuple[str, ...] = flag(PARITY_SIDES, "sides in the order each seed trains them",
                                   type=comma_list(str), metavar="SIDE,SIDE")
     work_dir: str = flag(os.path.join("output", "benchmark_parity"),
@@ -920,6 +930,9 @@ class ParityBenchmarkOptions:
         if sorted(self.order) != sorted(PARITY_SIDES):
             raise OptionsError("order must name zoo and gluoncv once each, got %s"
                                % ",".join(self.order))
+        if self.anchors == "fitted" and self.architecture != "faster_rcnn":
+            raise OptionsError("anchors fitted: Faster R-CNN's alone (the SSD compared is "
+                               "GluonCV's get_ssd with its own anchor sizes)")
         if self.gluoncv_input == "zoo" and self.architecture != "ssd":
             raise OptionsError("gluoncv_input zoo trains GluonCV's SSD on the zoo's batches; "
                                "%s takes its own input" % self.architecture)

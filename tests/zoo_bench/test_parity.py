@@ -196,6 +196,7 @@ def test_the_picture_has_a_curve_per_side(tmp_path, monkeypatch):
     (["--zoo-config", "negative_mining_ratio"], "FIELD=NUMBER"),
     (["--architecture", "faster_rcnn", "--gluoncv-input", "zoo", "--backbone-from", "none"],
      "gluoncv_input zoo trains GluonCV's SSD on the zoo's batches"),
+    (["--anchors", "fitted", "--backbone-from", "none"], "anchors fitted: Faster R-CNN's alone"),
     (["--backbone-from", "nowhere/ssd"], "--backbone-from nowhere/ssd: no trained artifact "
                                          "there; run `make demo` first"),
 ])

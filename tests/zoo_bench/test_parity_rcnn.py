@@ -130,6 +130,40 @@ def rcnn_start(tmp_path_factory):
     return benchmark_start(tmp_path_factory.mktemp("rcnn"))
 
 
+def test_both_sides_build_the_anchors_fitted_to_the_training_boxes(rcnn_start):
+    # The default: anchors fitted to the generated boxes at the input, as zoo train
+    # --fit-anchors fits them, in GluonCV's network and in the zoo's import alike (the
+    # import's anchor check has compared the two).
+    from zoo.data.factory import open_dataset
+    from zoo.engine.health.census import box_sides
+    from zoo.schema.anchors import best_possible_recall
+    options, root, _, prefix, _ = rcnn_start
+    assert options.anchors == "fitted"
+    config = parity_rcnn.zoo_spec(parity.embedded_classes())
+    ours = artifact.read_meta(prefix, 0)["config"]
+    assert ours["anchor_scales"] != config["anchor_scales"]
+    network = parity_rcnn.network_request(options)["rcnn"]
+    assert (network["scales"], network["ratios"]) == (ours["anchor_scales"],
+                                                       ours["anchor_ratios"])
+    fitted, before = build_model(ours), build_model(ours, anchor_scales=config["anchor_scales"],
+                                                    anchor_ratios=config["anchor_ratios"])
+    sides = box_sides(open_dataset("voc", root, "train"), fitted.preprocessing())
+    assert (best_possible_recall(sides, *fitted.anchor_maps())
+            > best_possible_recall(sides, *before.anchor_maps()))
+
+
+def test_the_sides_run_together_on_half_the_cores_each():
+    from zoo_bench.options import PARITY_DEFAULTS
+    cores = len(os.sched_getaffinity(0))
+    together = ParityBenchmarkOptions(architecture="faster_rcnn", backbone_from="none")
+    assert together.run_sides == PARITY_DEFAULTS["faster_rcnn"]["run_sides"] == "together"
+    assert parity.side_environment(together)["OMP_NUM_THREADS"] == str(max(1, cores // 2))
+    in_turn = ParityBenchmarkOptions(architecture="faster_rcnn", backbone_from="none",
+                                     run_sides="in-turn")
+    assert (parity.side_environment(in_turn).get("OMP_NUM_THREADS")
+            == os.environ.get("OMP_NUM_THREADS"))
+
+
 def test_the_imported_start_holds_gluoncvs_values_and_zero_background_rows(rcnn_start):
     # Every value of GluonCV's file, and the zeros the import adds (the RPN's background
     # logits, the box predictor's background rows) and nothing else.
@@ -263,7 +297,7 @@ def test_a_short_run_through_the_command_line(tmp_path, capsys, monkeypatch):
     work = str(tmp_path / "parity")
     code = main(["benchmark-parity", "--architecture", "faster_rcnn", "--seeds", "2",
                  "--epochs", "1", "--num-train", "8", "--num-val", "4",
-                 "--zoo-config", "rcnn_fg_fraction=0.5", "--work-dir", work])
+                 "--zoo-config", "rcnn_fg_fraction=0.75", "--work-dir", work])
     out = capsys.readouterr().out
     with open(os.path.join(work, "parity_faster_rcnn.json")) as f:
         saved = json.load(f)
@@ -279,10 +313,10 @@ def test_a_short_run_through_the_command_line(tmp_path, capsys, monkeypatch):
     assert os.path.getsize(os.path.join(work, "parity_faster_rcnn.png")) > 5000
     # The zoo's side trained the changed recipe; GluonCV's epochs were scored without it.
     zoo_start = artifact.read_meta(os.path.join(work, "faster_rcnn_seed2", "init", "rcnn"), 0)
-    assert zoo_start["config"]["rcnn_fg_fraction"] == 0.5
+    assert zoo_start["config"]["rcnn_fg_fraction"] == 0.75
     theirs = artifact.read_meta(os.path.join(work, "faster_rcnn_seed2", "gluoncv", "epoch1",
                                              "faster_rcnn"), 0)
-    assert theirs["config"]["rcnn_fg_fraction"] == 0.25
+    assert theirs["config"]["rcnn_fg_fraction"] == 0.5
 
 
 def test_gluoncvs_network_trains_at_a_short_side_of_128():

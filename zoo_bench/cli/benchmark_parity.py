@@ -23,8 +23,8 @@ def add_arguments(p):
     add_flags(p, ParityBenchmarkOptions, "architecture", "seeds", "epochs", "batch_size",
               "data_shape", "lr", "momentum", "wd", "lr_steps", "lr_factor", "warmup_epochs",
               "augmentation", "gluoncv_input", "preset", "num_train", "num_val", "data_seed",
-              "data_workers", "backbone_from", "tolerance", "zoo_config", "order", "work_dir",
-              "progress")
+              "data_workers", "backbone_from", "anchors", "tolerance", "zoo_config", "order",
+              "run_sides", "work_dir", "progress")
 
 
 def run(args):

@@ -171,6 +171,24 @@ def test_anchors_that_differ_fail_the_import():
                            c4.rpn(model.spec, "test").anchors, model)
 
 
+def test_fitted_fractional_anchors_pass_the_import():
+    # --fit-anchors gives scales such as 1.4275: GluonCV's generator shifts them in float64,
+    # ours in float32, a last-bit difference that must not refuse the import.
+    from gluoncv.model_zoo.rcnn.rpn.anchor import RPNAnchorGenerator
+    scales = (1.0, 1.4275, 2.0378, 2.909, 4.1526)
+    model = build_model(network_config("faster_rcnn_resnet50_gluoncv_voc"), num_classes=20,
+                        anchor_scales=list(scales))
+    generator = RPNAnchorGenerator(16, 16, (0.5, 1, 2), scales, (64, 64))
+    generator.initialize()
+    theirs = generator.anchors.data().asnumpy()
+    level = c4.rpn(model.spec, "test").anchors
+    rcnn.check_anchors(common.GluonArrays({"anchors": theirs}), "anchors", level, model)
+    nudged = theirs.copy()
+    nudged[..., 0] += 0.01
+    with pytest.raises(ValueError, match="are not the anchors"):
+        rcnn.check_anchors(common.GluonArrays({"anchors": nudged}), "anchors", level, model)
+
+
 def target_op_anchors(model, score_shapes):
     """The anchors ``(N, 4)`` the ``zoo_rpn_target`` operator of ``model``'s training graph
     matches against, for RPN score maps of ``score_shapes``, in (anchor, row, column) order."""
