@@ -808,9 +808,10 @@ PARITY_DEFAULTS = {
     # half-epoch warm-up. From a trained trunk (make demo's, as GluonCV's recipes start from
     # an ImageNet one), on 1000 images at a short side of 160 (the boxes' median 34 pixels,
     # on a stride-16 map), anchors fitted to them on both sides (the config's 16-256 px
-    # match 47% at IoU 0.7, fitted 95%). The two sides of a seed train at once, an OpenMP
-    # thread each: at batch 1 a side makes 4.4 images/s so, against 3.3-3.6 alone on 2
-    # threads, which buys 6 epochs in the time 3 took (BENCHMARKS.md, "Faster R-CNN C4").
+    # match 47% at IoU 0.7, fitted 95%), 6 epochs. The two sides of a seed train at once, an
+    # OpenMP thread each (at one image a step neither gains much from a second thread): a
+    # seed took 29 minutes so, where in turn it would take about 37 (BENCHMARKS.md,
+    # "Faster R-CNN C4 with fitted anchors").
     "faster_rcnn": dict(epochs=6, batch_size=1, data_shape=160, lr=0.02, lr_steps=(5,),
                         warmup_epochs=0.5, num_train=1000, backbone_from=trained_prefix(),
                         anchors="fitted", run_sides="together", target=0.3),

@@ -587,9 +587,10 @@ def zoo_request(options, seed, root, init_prefix, folder):
 
 def side_environment(options, **variables):
     """The environment of a side's child process: with ``--run-sides together`` the two
-    sides share the cores, an OpenMP team of half of them each (at batch 1 a C4 side makes
-    4.4 images/s on one thread beside the other side, against 3.3-3.6 alone on two: its
-    small operators do not feed two threads); in turn each has this process's."""
+    sides share the cores, an OpenMP team of half of them each (at one image a step, a C4
+    side's small operators gain little from a second thread: on 2 cores the zoo's side made
+    4.1-4.6 images/s on one thread beside GluonCV's, against 6.0-7.2 alone on two, measured
+    before the sampling fix); in turn each has this process's."""
     if options.run_sides == "together":
         variables["OMP_NUM_THREADS"] = str(max(1, len(os.sched_getaffinity(0)) // 2))
     return child_environment(**variables)
