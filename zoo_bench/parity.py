@@ -13,7 +13,9 @@ For each seed:
    holds GluonCV's values to the last bit (:func:`check_equal_start`), and the zoo's run
    takes every array from it (none reset).
 2. The zoo trains from that artifact (``zoo train --init-from``, its own loader, augmentation,
-   targets, loss and optimizer), a checkpoint after every epoch.
+   targets, loss and optimizer), a checkpoint after every epoch, in a child process
+   (:mod:`zoo_bench.parity_zoo`): with ``--run-sides together`` beside GluonCV's, each on
+   half the cores (:func:`train_sides`).
 3. GluonCV trains from the same file in a child process with its own components
    (:mod:`zoo_bench.parity_gluoncv`), a parameter file after every epoch, in the zoo's
    batches of the same seed (:func:`paired_batches`), each image's augmentation seeded (its
@@ -669,7 +671,12 @@ def train_sides(options, seed, root, init_params, init_prefix, folder, progress)
         return run
     if options.run_sides == "together":
         started = [(side, start(side)) for side in options.order]
-        return [finish(side, begun) for side, begun in started]
+        try:
+            return [finish(side, begun) for side, begun in started]
+        finally:  # one side failed: the other's child would train on for nothing
+            for _, (child, _) in started:
+                if child.poll() is None:
+                    child.kill()
     return [finish(side, start(side)) for side in options.order]
 
 

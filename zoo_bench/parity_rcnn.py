@@ -17,7 +17,8 @@ from zoo_bench.parity_data import fitted_anchors
 from zoo_bench.parity_gluoncv import embedded_classes, gluon_faster_rcnn, with_backbone
 
 __all__ = ["CONFIG", "deterministic_fields", "import_epoch", "import_gluon", "initialised_rcnn",
-           "network_request", "rcnn_network", "start", "step_check"]
+           "network_request", "rcnn_network", "start", "step_check", "step_inputs",
+           "step_network"]
 
 CONFIG = "faster_rcnn_mobilenetv2_gluoncv"
 """The zoo's config of the compared network."""
@@ -280,6 +281,36 @@ def every_roi_draw(net, batch, seeds=range(DRAW_SEEDS)):
                        % len(seeds))
 
 
+def step_network(network, init_params, image, label):
+    """GluonCV's network of ``network`` holding the parameters of ``init_params`` but the
+    anchors of ``network`` (the step check's, :func:`step_inputs`), and its batch of
+    ``image``: ``(net, batch)``."""
+    net = gluon_faster_rcnn(network, embedded_classes())
+    anchors = net.collect_params(".*anchor")
+    anchors.initialize(ctx=mx.cpu())  # constants: their own values
+    own = {name: param.data().copy() for name, param in anchors.items()}
+    net.load_parameters(init_params, ctx=mx.cpu())
+    for name, param in anchors.items():
+        param.set_data(own[name])
+    return net, gluoncv_batch(net, network, image, label)
+
+
+def step_inputs(root):
+    """The step check's first training image, its labels and config fields:
+    :func:`deterministic_fields` on the config's anchors, whatever the runs' are."""
+    from gluoncv.data.transforms.image import resize_short_within
+    image, label = first_image(root)
+    height, width = resize_short_within(image, *STEP_CHECK_SIZE).shape[:2]
+    spec = zoo_spec(embedded_classes())
+    # GluonCV's sampler leaves out one ROI and takes another twice, which is no difference
+    # between two equal boxes. The config's 308 proposals of the image hold 223 distinct
+    # boxes (seeds 1 and 6 of 0-199 qualify); the fitted anchors' 308 all differ, and none
+    # of 3000 seeds qualified. The import has proved both sides' anchors equal.
+    return image, label, dict(deterministic_fields(spec, height, width, len(label)),
+                              anchor_scales=spec["anchor_scales"],
+                              anchor_ratios=spec["anchor_ratios"])
+
+
 def _gluoncv_steps(network, init_params, image, label, sgd, steps):
     """GluonCV's four losses per step on one image: its transform and RPN targets, the
     network's own R-CNN sampler (under a draw that takes every ROI once,
@@ -288,13 +319,7 @@ def _gluoncv_steps(network, init_params, image, label, sgd, steps):
     from mxnet import gluon
     from zoo_bench.gluoncv_recipes import FasterRCNNLosses
     from zoo_bench.parity_gluoncv import rcnn_train_step
-    net = gluon_faster_rcnn(network, embedded_classes())
-    net.collect_params(".*anchor").initialize(ctx=mx.cpu())  # constants: their own values
-    anchors = {name: param.data().copy() for name, param in net.collect_params(".*anchor").items()}
-    net.load_parameters(init_params, ctx=mx.cpu())
-    for name, param in net.collect_params(".*anchor").items():  # ``network``'s, not the file's
-        param.set_data(anchors[name])
-    batch = gluoncv_batch(net, network, image, label)
+    net, batch = step_network(network, init_params, image, label)
     net.hybridize(static_alloc=True)
     trainer = gluon.Trainer(net.collect_train_params(), "sgd", {
         "learning_rate": sgd["lr"], "momentum": sgd["momentum"], "wd": sgd["wd"]})
@@ -348,21 +373,12 @@ def step_check(options, root, init_params, prefix, steps=STEP_CHECK_STEPS,
     steps (at :data:`STEP_CHECK_LR`, the options' momentum and weight decay) on the first
     training image give the same RPN and R-CNN class and box losses on both sides (anchor
     targets, proposals, ROI targets, losses, gradients, update, batch norm), with sampling
-    made deterministic on both (:func:`deterministic_fields`). Returns ``{"steps": [[GluonCV's
+    made deterministic on both (:func:`deterministic_fields`, on the config's anchors:
+    :func:`step_inputs`). Returns ``{"steps": [[GluonCV's
     4 terms, the zoo's 4 terms], ...], "worst": relative difference, "first_step": the first
     step's, "equal": whether the first step is within :data:`FIRST_STEP_TOLERANCE` and every
     step within ``tolerance``, "draws": the seed of GluonCV's R-CNN sampling at each step}``."""
-    from gluoncv.data.transforms.image import resize_short_within
-    image, label = first_image(root)
-    height, width = resize_short_within(image, *STEP_CHECK_SIZE).shape[:2]
-    spec = zoo_spec(embedded_classes())
-    # On the config's anchors, whatever the runs': GluonCV's sampler leaves out one ROI and
-    # takes another twice, which is no difference between two equal boxes. The config's 308
-    # proposals of the image hold 223 distinct boxes (seeds 1 and 6 of 0-199 qualify); the
-    # fitted anchors' 308 all differ, and none of 3000 seeds qualified. The import has
-    # proved both sides' anchors equal.
-    fields = dict(deterministic_fields(spec, height, width, len(label)),
-                  anchor_scales=spec["anchor_scales"], anchor_ratios=spec["anchor_ratios"])
+    image, label, fields = step_inputs(root)
     sgd = dict(lr=STEP_CHECK_LR, momentum=options.momentum, wd=options.wd)
     network = rcnn_network(zoo_spec(embedded_classes(), **fields))
     theirs, batch, draws = _gluoncv_steps(network, init_params, image, label, sgd, steps)

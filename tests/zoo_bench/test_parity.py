@@ -398,3 +398,27 @@ def test_one_seed_repeats_on_both_sides(tmp_path, capsys):
         for name in ("voc07", "coco_ap", "cls_loss", "box_loss"):
             assert first["epochs"][0][name] == second["epochs"][0][name], (first["side"], name)
     assert params[0] == params[1]
+
+
+def test_sides_together_start_both_and_a_failed_side_stops_the_other(monkeypatch):
+    import subprocess
+    import sys
+    children = {}
+
+    def start(side):
+        def started(*args):
+            children[side] = subprocess.Popen([sys.executable, "-c",
+                                               "import time; time.sleep(60)"])
+            return children[side], 0.0
+        return started
+
+    def fail(options, seed, root, started, folder, progress):
+        assert set(children) == {"zoo", "gluoncv"}  # both started before either is awaited
+        raise RuntimeError("the zoo's training ended with exit status 1")
+    monkeypatch.setattr(parity, "SIDE_PROCESSES", {"zoo": (start("zoo"), fail),
+                                                  "gluoncv": (start("gluoncv"), fail)})
+    options = ParityBenchmarkOptions(architecture="faster_rcnn", backbone_from="none")
+    assert options.run_sides == "together"
+    with pytest.raises(RuntimeError, match="exit status 1"):
+        parity.train_sides(options, 0, "root", "params", "prefix", "folder", print)
+    assert all(child.wait(timeout=10) < 0 for child in children.values())  # killed

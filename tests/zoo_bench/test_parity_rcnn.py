@@ -206,15 +206,9 @@ def test_both_sides_start_from_a_trained_trunk(tmp_path):
 def step_check_network(root, params):
     """GluonCV's network of the step check (every anchor and proposal sampled) with the
     parameters ``params``, and its batch of the first training image."""
-    from gluoncv.data.transforms.image import resize_short_within
-    image, label = parity_rcnn.first_image(root)
-    height, width = resize_short_within(image, *parity_rcnn.STEP_CHECK_SIZE).shape[:2]
-    fields = parity_rcnn.deterministic_fields(parity_rcnn.zoo_spec(CLASSES_OF_DATA), height,
-                                              width, len(label))
+    image, label, fields = parity_rcnn.step_inputs(root)
     network = parity_rcnn.rcnn_network(parity_rcnn.zoo_spec(CLASSES_OF_DATA, **fields))
-    net = parity_rcnn.gluon_faster_rcnn(network, CLASSES_OF_DATA)
-    net.load_parameters(params)
-    return net, parity_rcnn.gluoncv_batch(net, network, image, label)
+    return parity_rcnn.step_network(network, params, image, label)
 
 
 def sorted_rows(array):
@@ -262,7 +256,7 @@ def test_a_changed_zoo_labelling_fails_the_step_check(rcnn_start, tmp_path):
     net = parity_rcnn.gluon_faster_rcnn(parity_rcnn.network_request(options), CLASSES_OF_DATA)
     net.load_parameters(params)
     prefix = parity_rcnn.import_gluon(net, str(tmp_path / "rcnn"), params,
-                                      rpn_negative_iou=0.1)
+                                      **parity_rcnn.size_fields(options), rpn_negative_iou=0.1)
     check = parity_rcnn.step_check(options, root, params, prefix)
     assert not check["equal"] and check["first_step"] > 100 * parity_rcnn.FIRST_STEP_TOLERANCE
 
